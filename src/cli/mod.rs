@@ -1,0 +1,69 @@
+//! The command line: parse arguments, call the library, print. Each
+//! subcommand lives in its own file with its clap `Args` and a `run`.
+//!
+//! Exit codes: 0 success; 1 input read but a check failed; 2 unusable input
+//! or arguments.
+
+use clap::{Parser, Subcommand};
+use std::fmt;
+use std::process::ExitCode;
+
+/// An error that ends the command with a message and an exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub msg: String,
+}
+
+impl CliError {
+    /// Unusable input or arguments (exit 2).
+    pub fn input(msg: impl fmt::Display) -> Self {
+        CliError {
+            code: 2,
+            msg: msg.to_string(),
+        }
+    }
+    /// A check failed (exit 1).
+    pub fn check(msg: impl fmt::Display) -> Self {
+        CliError {
+            code: 1,
+            msg: msg.to_string(),
+        }
+    }
+}
+
+pub type CliResult = Result<(), CliError>;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "rscc",
+    version,
+    about = "Synthesize, verify and emit GPU reduce-scatter schedules (MSCCL XML)",
+    after_help = "Example:\n  rscc synth --topo topologies/dgx-h100.json --op reduce-scatter -o rs.xml\n  rscc verify rs.xml --topo topologies/dgx-h100.json"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {}
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let res: CliResult = match cli.cmd {};
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", e.msg);
+            ExitCode::from(e.code)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! Front ends: everything that reads a file and produces a central type.
+//! Topology formats (rscc JSON, generators) and MSCCL XML.
+
+pub mod generate;
+pub mod msccl_xml;
+pub mod topo_json;
+
+use crate::ir::Topology;
+use std::fmt;
+use std::path::Path;
+
+/// An input file could not be used. Always names the file; the message
+/// names the element/line and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrontError {
+    pub file: String,
+    pub msg: String,
+}
+
+impl FrontError {
+    pub fn new(file: impl Into<String>, msg: impl Into<String>) -> Self {
+        FrontError {
+            file: file.into(),
+            msg: msg.into(),
+        }
+    }
+}
+
+impl fmt::Display for FrontError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.file, self.msg)
+    }
+}
+
+impl std::error::Error for FrontError {}
+
+/// Read a file to a string, with a FrontError naming it on failure.
+pub fn read_text(path: &Path) -> Result<String, FrontError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| FrontError::new(&name, e.to_string()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        FrontError::new(
+            &name,
+            format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+        )
+    })
+}
+
+/// Load a topology from a file. The format is chosen by content: rscc JSON
+/// (a leading `{`). Other formats are added by the importers.
+pub fn load_topology(path: &Path) -> Result<Topology, FrontError> {
+    let name = path.display().to_string();
+    let text = read_text(path)?;
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if trimmed.starts_with('{') {
+        topo_json::parse(&text, &name)
+    } else if trimmed.is_empty() {
+        Err(FrontError::new(&name, "the file is empty"))
+    } else {
+        Err(FrontError::new(
+            &name,
+            "unrecognised topology format (expected rscc topology JSON starting with '{')",
+        ))
+    }
+}

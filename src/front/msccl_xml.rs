@@ -1,0 +1,1 @@
+//! MSCCL XML reader.

@@ -1,0 +1,275 @@
+//! rscc's own topology JSON format (docs/topology-format.md): read with
+//! full validation, and written back (the generators use the writer).
+
+use super::FrontError;
+use crate::ir::{Link, Node, NodeKind, Topology};
+use petgraph::graph::DiGraph;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TopoFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub nodes: Vec<NodeJson>,
+    pub links: Vec<LinkJson>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeJson {
+    pub id: String,
+    pub kind: NodeKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sms: Option<u32>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+fn is_one(c: &u32) -> bool {
+    *c == 1
+}
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkJson {
+    pub from: String,
+    pub to: String,
+    /// GB/s per direction, per physical link.
+    pub bw_gbps: f64,
+    /// µs per transfer.
+    pub alpha_us: f64,
+    /// Parallel physical links (default 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u32,
+    /// Both directions (default true).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub duplex: bool,
+    pub kind: String,
+}
+
+/// Parse and validate topology JSON text. `file` names the source in errors.
+pub fn parse(text: &str, file: &str) -> Result<Topology, FrontError> {
+    let tf: TopoFile = serde_json::from_str(text).map_err(|e| {
+        FrontError::new(
+            file,
+            format!("line {}, column {}: {}", e.line(), e.column(), e),
+        )
+    })?;
+    build(&tf, file)
+}
+
+/// Validate a parsed file and build the Topology.
+pub fn build(tf: &TopoFile, file: &str) -> Result<Topology, FrontError> {
+    let err = |m: String| FrontError::new(file, m);
+    let mut g: DiGraph<Node, Link> = DiGraph::new();
+    let mut ids = HashMap::new();
+    for (i, n) in tf.nodes.iter().enumerate() {
+        if n.id.is_empty() {
+            return Err(err(format!("nodes[{i}]: empty id")));
+        }
+        if ids.contains_key(n.id.as_str()) {
+            return Err(err(format!("nodes[{i}]: duplicate node id \"{}\"", n.id)));
+        }
+        let rank = match (n.kind, n.rank) {
+            (NodeKind::Gpu, Some(r)) if r >= 0 => Some(r as usize),
+            (NodeKind::Gpu, Some(r)) => {
+                return Err(err(format!("nodes[{i}] \"{}\": negative rank {r}", n.id)))
+            }
+            (NodeKind::Gpu, None) => {
+                return Err(err(format!("nodes[{i}] \"{}\": a gpu needs a rank", n.id)))
+            }
+            (k, Some(_)) => {
+                return Err(err(format!(
+                    "nodes[{i}] \"{}\": only gpu nodes have a rank (this one is a {})",
+                    n.id,
+                    k.as_str()
+                )))
+            }
+            (_, None) => None,
+        };
+        let idx = g.add_node(Node {
+            id: n.id.clone(),
+            kind: n.kind,
+            rank,
+            host: n.host.clone(),
+            sms: n.sms,
+        });
+        ids.insert(n.id.as_str(), idx);
+    }
+    for (i, l) in tf.links.iter().enumerate() {
+        let a = *ids.get(l.from.as_str()).ok_or_else(|| {
+            err(format!(
+                "links[{i}] ({} -> {}): unknown node \"{}\"",
+                l.from, l.to, l.from
+            ))
+        })?;
+        let b = *ids.get(l.to.as_str()).ok_or_else(|| {
+            err(format!(
+                "links[{i}] ({} -> {}): unknown node \"{}\"",
+                l.from, l.to, l.to
+            ))
+        })?;
+        if a == b {
+            return Err(err(format!("links[{i}]: \"{}\" links to itself", l.from)));
+        }
+        if !(l.bw_gbps.is_finite() && l.bw_gbps > 0.0) {
+            return Err(err(format!(
+                "links[{i}] ({} -> {}): bw_gbps must be positive, got {}",
+                l.from, l.to, l.bw_gbps
+            )));
+        }
+        if !(l.alpha_us.is_finite() && l.alpha_us >= 0.0) {
+            return Err(err(format!(
+                "links[{i}] ({} -> {}): alpha_us must be non-negative, got {}",
+                l.from, l.to, l.alpha_us
+            )));
+        }
+        if l.count == 0 {
+            return Err(err(format!(
+                "links[{i}] ({} -> {}): count must be at least 1",
+                l.from, l.to
+            )));
+        }
+        let link = Link {
+            bw_gbps: l.bw_gbps,
+            alpha_us: l.alpha_us,
+            count: l.count,
+            kind: l.kind.clone(),
+        };
+        g.add_edge(a, b, link.clone());
+        if l.duplex {
+            g.add_edge(b, a, link);
+        }
+    }
+    let topo = Topology::new(tf.name.clone(), tf.description.clone(), g);
+    validate(&topo).map_err(err)?;
+    Ok(topo)
+}
+
+/// Checks every front end applies: ranks are exactly 0..N-1, N ≥ 1, and
+/// every rank can reach every other.
+pub fn validate(t: &Topology) -> Result<(), String> {
+    let n = t.num_ranks();
+    if n == 0 {
+        return Err("the topology has no gpu nodes".into());
+    }
+    for (want, &idx) in t.ranks.iter().enumerate() {
+        let node = t.node(idx);
+        let got = node.rank.unwrap_or(usize::MAX);
+        if got != want {
+            return Err(if got < want {
+                format!("rank {got} is given to more than one gpu (\"{}\")", node.id)
+            } else {
+                format!(
+                    "ranks must be 0..{} without gaps: rank {want} is missing (next is \"{}\" with rank {got})",
+                    n - 1,
+                    node.id
+                )
+            });
+        }
+    }
+    // Reachability: from rank 0 forward, and every rank reaches rank 0.
+    use petgraph::visit::{Bfs, Reversed};
+    let mut seen = vec![false; t.graph.node_count()];
+    let mut bfs = Bfs::new(&t.graph, t.ranks[0]);
+    while let Some(v) = bfs.next(&t.graph) {
+        seen[v.index()] = true;
+    }
+    let mut back = vec![false; t.graph.node_count()];
+    let rev = Reversed(&t.graph);
+    let mut bfs = Bfs::new(rev, t.ranks[0]);
+    while let Some(v) = bfs.next(rev) {
+        back[v.index()] = true;
+    }
+    for (r, &idx) in t.ranks.iter().enumerate() {
+        if !seen[idx.index()] {
+            return Err(format!(
+                "rank {r} (\"{}\") cannot be reached from rank 0 (\"{}\")",
+                t.node(idx).id,
+                t.node(t.ranks[0]).id
+            ));
+        }
+        if !back[idx.index()] {
+            return Err(format!(
+                "rank {r} (\"{}\") cannot reach rank 0 (\"{}\")",
+                t.node(idx).id,
+                t.node(t.ranks[0]).id
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The file form of a topology. Opposite directions with equal attributes
+/// are folded into one duplex link.
+pub fn to_file(t: &Topology) -> TopoFile {
+    use petgraph::visit::EdgeRef;
+    let nodes = t
+        .graph
+        .node_indices()
+        .map(|i| {
+            let n = t.node(i);
+            NodeJson {
+                id: n.id.clone(),
+                kind: n.kind,
+                rank: n.rank.map(|r| r as i64),
+                host: n.host.clone(),
+                sms: n.sms,
+            }
+        })
+        .collect();
+    let mut used = vec![false; t.graph.edge_count()];
+    let mut links = Vec::new();
+    for e in t.graph.edge_references() {
+        if used[e.id().index()] {
+            continue;
+        }
+        used[e.id().index()] = true;
+        let (a, b) = (e.source(), e.target());
+        let w = e.weight();
+        let twin = t
+            .graph
+            .edges_connecting(b, a)
+            .find(|r| !used[r.id().index()] && r.weight() == w)
+            .map(|r| r.id());
+        if let Some(tw) = twin {
+            used[tw.index()] = true;
+        }
+        links.push(LinkJson {
+            from: t.node(a).id.clone(),
+            to: t.node(b).id.clone(),
+            bw_gbps: w.bw_gbps,
+            alpha_us: w.alpha_us,
+            count: w.count,
+            duplex: twin.is_some(),
+            kind: w.kind.clone(),
+        });
+    }
+    TopoFile {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        nodes,
+        links,
+    }
+}
+
+/// Pretty JSON text of a topology, newline-terminated.
+pub fn to_json(t: &Topology) -> String {
+    let mut s = serde_json::to_string_pretty(&to_file(t)).expect("topology serialises");
+    s.push('\n');
+    s
+}

@@ -1,0 +1,130 @@
+//! The Algorithm IR: what synthesis produces. A chunk-level reduce-scatter
+//! is one in-tree per chunk, rooted at the chunk's owner: every other rank
+//! sends its partial sum of that chunk to its parent exactly once, after it
+//! has received (and added) the partial sums of all its children.
+//!
+//! Routes are not part of the Algorithm: a tree edge is a GPU-to-GPU send,
+//! and the topology decides which links it crosses.
+
+use super::spec::Spec;
+use std::fmt;
+
+/// One tree edge: `src` sends its partial sum of `chunk` to `dst`, which
+/// adds it to its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Transfer {
+    /// Logical time: a transfer may start once all transfers into `src`
+    /// for this chunk have finished; larger steps happen later. Lowering
+    /// orders every connection by (step, chunk).
+    pub step: usize,
+    /// Global chunk index, 0..spec.total_chunks().
+    pub chunk: usize,
+    pub src: usize,
+    pub dst: usize,
+    /// Logical channel (a ring, a tree class); lowering maps it to MSCCL
+    /// channels.
+    pub channel: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Algorithm {
+    pub name: String,
+    pub spec: Spec,
+    pub transfers: Vec<Transfer>,
+}
+
+/// Why an Algorithm is not a valid reduce-scatter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlgorithmError(pub String);
+
+impl fmt::Display for AlgorithmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AlgorithmError {}
+
+impl Algorithm {
+    /// Number of logical channels used.
+    pub fn num_channels(&self) -> usize {
+        self.transfers
+            .iter()
+            .map(|t| t.channel + 1)
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// Largest step + 1.
+    pub fn num_steps(&self) -> usize {
+        self.transfers.iter().map(|t| t.step + 1).max().unwrap_or(0)
+    }
+
+    /// Check the tree structure: per chunk, every non-owner rank sends
+    /// exactly once, the owner never sends, nothing is sent to itself, the
+    /// edges reach the owner (no cycles), and a rank sends only after all
+    /// its children's transfers (strictly larger step).
+    pub fn check(&self) -> Result<(), AlgorithmError> {
+        let n = self.spec.ranks;
+        let total = self.spec.total_chunks();
+        let mut parent: Vec<Vec<Option<(usize, usize)>>> = vec![vec![None; n]; total];
+        for t in &self.transfers {
+            if t.chunk >= total || t.src >= n || t.dst >= n {
+                return Err(AlgorithmError(format!(
+                    "transfer {t:?} names a chunk or rank out of range"
+                )));
+            }
+            if t.src == t.dst {
+                return Err(AlgorithmError(format!("transfer {t:?} sends to itself")));
+            }
+            if t.src == self.spec.owner(t.chunk) {
+                return Err(AlgorithmError(format!(
+                    "chunk {} is sent away by its owner rank {}",
+                    t.chunk, t.src
+                )));
+            }
+            if parent[t.chunk][t.src].is_some() {
+                return Err(AlgorithmError(format!(
+                    "rank {} sends chunk {} twice",
+                    t.src, t.chunk
+                )));
+            }
+            parent[t.chunk][t.src] = Some((t.dst, t.step));
+        }
+        for (c, par) in parent.iter().enumerate() {
+            let owner = self.spec.owner(c);
+            for r in 0..n {
+                if r == owner {
+                    continue;
+                }
+                let Some((p, step)) = par[r] else {
+                    return Err(AlgorithmError(format!(
+                        "rank {r} never sends its contribution to chunk {c}"
+                    )));
+                };
+                // The parent's own send must come strictly later.
+                if let Some((_, pstep)) = par[p] {
+                    if pstep <= step {
+                        return Err(AlgorithmError(format!(
+                            "chunk {c}: rank {p} forwards at step {pstep} before receiving from rank {r} at step {step}"
+                        )));
+                    }
+                }
+                // Walk to the root; steps strictly increase so no cycle can
+                // survive the check above, but guard anyway.
+                let mut v = r;
+                let mut hops = 0;
+                while v != owner {
+                    v = par[v].map(|x| x.0).unwrap_or(owner);
+                    hops += 1;
+                    if hops > n {
+                        return Err(AlgorithmError(format!(
+                            "chunk {c}: the tree edges from rank {r} form a cycle"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

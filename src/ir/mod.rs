@@ -1,0 +1,12 @@
+//! The central types every stage talks through: Topology, Spec, Algorithm,
+//! Program. Stages depend on `ir`, never on each other's internals.
+
+pub mod algorithm;
+pub mod program;
+pub mod spec;
+pub mod topology;
+
+pub use algorithm::{Algorithm, AlgorithmError, Transfer};
+pub use program::{Buf, Collective, GpuProgram, Program, Proto, Runtime, Step, StepKind, Threadblock};
+pub use spec::Spec;
+pub use topology::{Link, Node, NodeKind, Route, Topology};

@@ -1,0 +1,314 @@
+//! The hardware topology: a directed multigraph of GPUs, switches, NICs and
+//! CPUs joined by links. Ranks are the GPUs. Every other stage reads it;
+//! only `front/` builds it.
+
+use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
+use petgraph::visit::EdgeRef;
+use serde::{Deserialize, Serialize};
+use std::collections::BinaryHeap;
+
+/// What a node is. Only GPUs compute (and reduce); the others forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    Gpu,
+    Switch,
+    Nic,
+    Cpu,
+}
+
+impl NodeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeKind::Gpu => "gpu",
+            NodeKind::Switch => "switch",
+            NodeKind::Nic => "nic",
+            NodeKind::Cpu => "cpu",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Unique name from the topology file.
+    pub id: String,
+    pub kind: NodeKind,
+    /// The communicator rank, for GPUs only.
+    pub rank: Option<usize>,
+    /// Host (machine) the node belongs to, if the topology spans several.
+    pub host: Option<String>,
+    /// Streaming multiprocessors (or compute units) of a GPU: bounds the
+    /// threadblocks per rank a schedule may use.
+    pub sms: Option<u32>,
+}
+
+/// One direction of a (possibly bundled) physical link.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Link {
+    /// Bandwidth of one physical link in GB/s (1e9 B/s) in this direction.
+    pub bw_gbps: f64,
+    /// Latency in µs paid once per transfer crossing this link.
+    pub alpha_us: f64,
+    /// Number of parallel physical links bundled here.
+    pub count: u32,
+    /// nvlink, nvswitch, pcie, ib, xgmi, ethernet, shm, ...
+    pub kind: String,
+}
+
+impl Link {
+    /// Capacity of the bundle in GB/s.
+    pub fn capacity_gbps(&self) -> f64 {
+        self.bw_gbps * self.count as f64
+    }
+}
+
+/// A GPU-to-GPU route: the links a transfer occupies, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    pub links: Vec<EdgeIndex>,
+    /// Sum of the links' α, µs.
+    pub alpha_us: f64,
+    /// Smallest link capacity on the route, GB/s.
+    pub bottleneck_gbps: f64,
+    /// True when the route passes through another GPU (NVB-style relay).
+    pub through_gpu: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Topology {
+    pub name: String,
+    pub description: String,
+    pub graph: DiGraph<Node, Link>,
+    /// `ranks[r]` is the node of rank r.
+    pub ranks: Vec<NodeIndex>,
+}
+
+impl Topology {
+    /// Build from nodes and directed links; ranks are read from the nodes.
+    /// The caller (a front end) is responsible for validation.
+    pub fn new(name: String, description: String, graph: DiGraph<Node, Link>) -> Self {
+        let mut ranked: Vec<(usize, NodeIndex)> = graph
+            .node_indices()
+            .filter_map(|n| graph[n].rank.map(|r| (r, n)))
+            .collect();
+        ranked.sort();
+        let ranks = ranked.into_iter().map(|(_, n)| n).collect();
+        Topology {
+            name,
+            description,
+            graph,
+            ranks,
+        }
+    }
+
+    pub fn num_ranks(&self) -> usize {
+        self.ranks.len()
+    }
+
+    pub fn node(&self, n: NodeIndex) -> &Node {
+        &self.graph[n]
+    }
+
+    pub fn link(&self, e: EdgeIndex) -> &Link {
+        &self.graph[e]
+    }
+
+    pub fn link_ends(&self, e: EdgeIndex) -> (NodeIndex, NodeIndex) {
+        self.graph
+            .edge_endpoints(e)
+            .expect("edge index from this graph")
+    }
+
+    /// Number of distinct hosts (1 when no node names a host).
+    pub fn num_hosts(&self) -> usize {
+        let mut hosts: Vec<&str> = self
+            .ranks
+            .iter()
+            .map(|&n| self.graph[n].host.as_deref().unwrap_or(""))
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts.len()
+    }
+
+    /// Host name of a rank ("" when none is given).
+    pub fn host_of(&self, rank: usize) -> &str {
+        self.graph[self.ranks[rank]].host.as_deref().unwrap_or("")
+    }
+
+    /// Smallest SM count over the GPUs, if any GPU states one.
+    pub fn min_sms(&self) -> Option<u32> {
+        self.ranks.iter().filter_map(|&n| self.graph[n].sms).min()
+    }
+
+    /// Total egress / ingress capacity of a rank's GPU over all its links, GB/s.
+    pub fn gpu_bandwidth(&self, rank: usize) -> (f64, f64) {
+        let n = self.ranks[rank];
+        let out = self
+            .graph
+            .edges_directed(n, petgraph::Direction::Outgoing)
+            .map(|e| e.weight().capacity_gbps())
+            .sum();
+        let inn = self
+            .graph
+            .edges_directed(n, petgraph::Direction::Incoming)
+            .map(|e| e.weight().capacity_gbps())
+            .sum();
+        (out, inn)
+    }
+
+    /// Routes from `src` rank to every node: the path of least total α,
+    /// ties broken by the widest bottleneck, then by fewest hops. Paths may
+    /// pass through switches, NICs, CPUs and (as relays) other GPUs.
+    /// Returns, per node, the predecessor edge on the chosen path.
+    pub fn route_tree(&self, src: usize) -> Vec<Option<EdgeIndex>> {
+        let g = &self.graph;
+        let n = g.node_count();
+        // Cost = (alpha in nanoseconds rounded, -bottleneck, hops): lexicographic.
+        #[derive(PartialEq, PartialOrd, Clone, Copy)]
+        struct Cost(f64, f64, u32);
+        let mut best: Vec<Option<Cost>> = vec![None; n];
+        let mut pred: Vec<Option<EdgeIndex>> = vec![None; n];
+        let mut done = vec![false; n];
+        #[derive(PartialEq)]
+        struct Item(Cost, NodeIndex);
+        impl Eq for Item {}
+        impl PartialOrd for Item {
+            fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+                Some(self.cmp(o))
+            }
+        }
+        impl Ord for Item {
+            fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+                // Min-heap on cost.
+                o.0.partial_cmp(&self.0)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+                    .then_with(|| o.1.cmp(&self.1))
+            }
+        }
+        let s = self.ranks[src];
+        best[s.index()] = Some(Cost(0.0, -f64::INFINITY, 0));
+        let mut heap = BinaryHeap::new();
+        heap.push(Item(Cost(0.0, -f64::INFINITY, 0), s));
+        while let Some(Item(c, u)) = heap.pop() {
+            if done[u.index()] {
+                continue;
+            }
+            done[u.index()] = true;
+            for e in g.edges_directed(u, petgraph::Direction::Outgoing) {
+                let v = e.target();
+                if done[v.index()] {
+                    continue;
+                }
+                let l = e.weight();
+                let bneck = (-c.1).min(l.capacity_gbps());
+                let nc = Cost(
+                    ((c.0 + l.alpha_us) * 1e6).round() / 1e6,
+                    -bneck,
+                    c.2 + 1,
+                );
+                if best[v.index()].is_none_or(|b| nc < b) {
+                    best[v.index()] = Some(nc);
+                    pred[v.index()] = Some(e.id());
+                    heap.push(Item(nc, v));
+                }
+            }
+        }
+        pred
+    }
+
+    /// The route between two ranks, or None if `dst` cannot be reached.
+    pub fn route(&self, src: usize, dst: usize) -> Option<Route> {
+        let pred = self.route_tree(src);
+        self.route_from_tree(src, dst, &pred)
+    }
+
+    /// Extract the route to `dst` from a `route_tree(src)` result.
+    pub fn route_from_tree(
+        &self,
+        src: usize,
+        dst: usize,
+        pred: &[Option<EdgeIndex>],
+    ) -> Option<Route> {
+        let s = self.ranks[src];
+        let mut v = self.ranks[dst];
+        let mut links = Vec::new();
+        while v != s {
+            let e = pred[v.index()]?;
+            links.push(e);
+            v = self.link_ends(e).0;
+            if links.len() > self.graph.node_count() {
+                return None;
+            }
+        }
+        links.reverse();
+        let alpha_us = links.iter().map(|&e| self.graph[e].alpha_us).sum();
+        let bottleneck_gbps = links
+            .iter()
+            .map(|&e| self.graph[e].capacity_gbps())
+            .fold(f64::INFINITY, f64::min);
+        let through_gpu = links.iter().skip(1).any(|&e| {
+            let (a, _) = self.link_ends(e);
+            self.graph[a].kind == NodeKind::Gpu
+        });
+        Some(Route {
+            links,
+            alpha_us,
+            bottleneck_gbps,
+            through_gpu,
+        })
+    }
+
+    /// All-pairs routes, `routes[src][dst]` (None on the diagonal).
+    pub fn all_routes(&self) -> Vec<Vec<Option<Route>>> {
+        (0..self.num_ranks())
+            .map(|s| {
+                let pred = self.route_tree(s);
+                (0..self.num_ranks())
+                    .map(|d| {
+                        if d == s {
+                            None
+                        } else {
+                            self.route_from_tree(s, d, &pred)
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Ranks `src` can reach without passing through another GPU
+    /// ("direct" neighbours: over a link, a switch, or NICs), with the
+    /// route's bottleneck capacity.
+    pub fn direct_neighbours(&self, src: usize) -> Vec<(usize, f64)> {
+        let g = &self.graph;
+        let s = self.ranks[src];
+        let mut bneck = vec![0.0f64; g.node_count()];
+        bneck[s.index()] = f64::INFINITY;
+        // Widest-path search restricted to non-GPU intermediates.
+        let mut stack = vec![s];
+        let mut out = Vec::new();
+        let mut seen = vec![false; g.node_count()];
+        seen[s.index()] = true;
+        while let Some(u) = stack.pop() {
+            for e in g.edges_directed(u, petgraph::Direction::Outgoing) {
+                let v = e.target();
+                let b = bneck[u.index()].min(e.weight().capacity_gbps());
+                if b > bneck[v.index()] {
+                    bneck[v.index()] = b;
+                    if g[v].kind == NodeKind::Gpu {
+                        seen[v.index()] = true;
+                    } else {
+                        stack.push(v);
+                    }
+                }
+            }
+        }
+        for (r, &n) in self.ranks.iter().enumerate() {
+            if r != src && bneck[n.index()] > 0.0 {
+                out.push((r, bneck[n.index()]));
+            }
+        }
+        out
+    }
+}
