@@ -2,6 +2,7 @@
 //! Topology formats (rscc JSON, generators) and MSCCL XML.
 
 pub mod generate;
+pub mod hosts;
 pub mod msccl_xml;
 pub mod topo_json;
 
