@@ -8,6 +8,7 @@
 
 pub mod back;
 pub mod cli;
+pub mod compile;
 pub mod front;
 pub mod ir;
 pub mod lower;

@@ -42,7 +42,10 @@ pub fn read_text(path: &Path) -> Result<String, FrontError> {
     String::from_utf8(bytes).map_err(|e| {
         FrontError::new(
             &name,
-            format!("not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+            format!(
+                "not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
         )
     })
 }

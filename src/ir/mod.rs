@@ -7,6 +7,8 @@ pub mod spec;
 pub mod topology;
 
 pub use algorithm::{Algorithm, AlgorithmError, Transfer};
-pub use program::{Buf, Collective, GpuProgram, Program, Proto, Runtime, Step, StepKind, Threadblock};
+pub use program::{
+    Buf, Collective, GpuProgram, Program, Proto, Runtime, Step, StepKind, Threadblock,
+};
 pub use spec::Spec;
 pub use topology::{Link, Node, NodeKind, Route, Topology};

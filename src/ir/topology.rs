@@ -202,11 +202,7 @@ impl Topology {
                 }
                 let l = e.weight();
                 let bneck = (-c.1).min(l.capacity_gbps());
-                let nc = Cost(
-                    ((c.0 + l.alpha_us) * 1e6).round() / 1e6,
-                    -bneck,
-                    c.2 + 1,
-                );
+                let nc = Cost(((c.0 + l.alpha_us) * 1e6).round() / 1e6, -bneck, c.2 + 1);
                 if best[v.index()].is_none_or(|b| nc < b) {
                     best[v.index()] = Some(nc);
                     pred[v.index()] = Some(e.id());

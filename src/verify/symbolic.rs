@@ -1,0 +1,650 @@
+//! Symbolic execution of a Program (msccl-xml.md §11 "Validator").
+//!
+//! 1. Pair the k-th send with the k-th receive on every connection and merge
+//!    paired steps into rendezvous groups (chains such as s → rrs → rrc).
+//! 2. Order the groups by program order and `depid/deps` edges (Kahn); a
+//!    cycle, or a group whose chain closes on itself, is a deadlock.
+//! 3. Execute the groups in that order with symbolic values: each slot holds
+//!    the multiset of (rank, input chunk) contributions it sums. Values are
+//!    fingerprinted (count plus two independent 64-bit random-key sums, a
+//!    homomorphism of multiset union), so a run costs O(steps · cnt); only
+//!    when the post-condition fails is the run repeated with exact multisets
+//!    to say which contributions are missing or repeated.
+//! 4. Races: within a rank, two accesses to one slot by different
+//!    threadblocks (at least one a write) must be ordered by program order
+//!    and explicit dependencies (vector clocks over the rank's threadblocks).
+
+use super::structure::Index;
+use super::{at, VerifyError};
+use crate::ir::{Buf, Program, StepKind};
+use std::collections::HashMap;
+
+/// A symbolic value: the multiset of contributions a slot sums.
+trait Sym: Clone + PartialEq {
+    fn input(rank: usize, chunk: usize) -> Self;
+    fn add(&mut self, other: &Self);
+    /// The reduce-scatter result for global chunk `chunk` over `n` ranks.
+    fn expected(n: usize, chunk: usize) -> Self;
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn key(rank: usize, chunk: usize, seed: u64) -> u64 {
+    splitmix(((rank as u64) << 32 | chunk as u64) ^ seed)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Fp {
+    n: u64,
+    a: u64,
+    b: u64,
+}
+
+const SEED_A: u64 = 0x5bd1_e995_1234_5678;
+const SEED_B: u64 = 0x2545_f491_4f6c_dd1d;
+
+impl Sym for Fp {
+    fn input(rank: usize, chunk: usize) -> Self {
+        Fp {
+            n: 1,
+            a: key(rank, chunk, SEED_A),
+            b: key(rank, chunk, SEED_B),
+        }
+    }
+    fn add(&mut self, o: &Self) {
+        self.n = self.n.wrapping_add(o.n);
+        self.a = self.a.wrapping_add(o.a);
+        self.b = self.b.wrapping_add(o.b);
+    }
+    fn expected(n: usize, chunk: usize) -> Self {
+        let mut v = Fp { n: 0, a: 0, b: 0 };
+        for q in 0..n {
+            v.add(&Fp::input(q, chunk));
+        }
+        v
+    }
+}
+
+/// Exact multiset, sorted.
+#[derive(Clone, PartialEq, Eq, Debug)]
+struct Exact(Vec<(u32, u32)>);
+
+impl Sym for Exact {
+    fn input(rank: usize, chunk: usize) -> Self {
+        Exact(vec![(rank as u32, chunk as u32)])
+    }
+    fn add(&mut self, o: &Self) {
+        let mut v = Vec::with_capacity(self.0.len() + o.0.len());
+        let (mut i, mut j) = (0, 0);
+        while i < self.0.len() || j < o.0.len() {
+            if j == o.0.len() || (i < self.0.len() && self.0[i] <= o.0[j]) {
+                v.push(self.0[i]);
+                i += 1;
+            } else {
+                v.push(o.0[j]);
+                j += 1;
+            }
+        }
+        self.0 = v;
+    }
+    fn expected(n: usize, chunk: usize) -> Self {
+        Exact((0..n as u32).map(|q| (q, chunk as u32)).collect())
+    }
+}
+
+impl Exact {
+    /// Why `self` differs from `want`.
+    fn diff(&self, want: &Exact) -> String {
+        let count = |v: &Exact| {
+            let mut m: HashMap<(u32, u32), usize> = HashMap::new();
+            for &k in &v.0 {
+                *m.entry(k).or_default() += 1;
+            }
+            m
+        };
+        let (got, exp) = (count(self), count(want));
+        let mut parts = Vec::new();
+        let mut keys: Vec<_> = got.keys().chain(exp.keys()).copied().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            let (g, e) = (
+                got.get(&k).copied().unwrap_or(0),
+                exp.get(&k).copied().unwrap_or(0),
+            );
+            if g == e {
+                continue;
+            }
+            let what = if e == 0 {
+                format!(
+                    "holds rank {}'s input chunk {} which does not belong here",
+                    k.0, k.1
+                )
+            } else if g == 0 {
+                format!(
+                    "misses rank {}'s contribution (input chunk {}): never reduced",
+                    k.0, k.1
+                )
+            } else {
+                format!(
+                    "counts rank {}'s contribution (input chunk {}) {g} times: reduced twice",
+                    k.0, k.1
+                )
+            };
+            parts.push(what);
+            if parts.len() == 3 {
+                parts.push("…".into());
+                break;
+            }
+        }
+        parts.join("; ")
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    OutOfPlace,
+    InPlace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::OutOfPlace => "out-of-place",
+            Mode::InPlace => "in-place",
+        }
+    }
+}
+
+/// The flattened program with pairing and an execution order.
+struct Plan<'p> {
+    p: &'p Program,
+    /// (gi, ti, si) per global step id.
+    loc: Vec<(u32, u32, u32)>,
+    /// For a receiving step: the global id of the step that sent to it.
+    pair_prev: Vec<usize>,
+    /// Steps in execution order (each at its first event).
+    order: Vec<usize>,
+    idx: Index,
+}
+
+const NONE: usize = usize::MAX;
+
+/// Build the event graph and an execution order.
+///
+/// Each step is one or two events: a receive event R then a send event S
+/// (`rrs`, `rcs`, `rrcs` have both), or one local event. The k-th send
+/// event of a connection and the k-th receive event are one rendezvous
+/// node. Edges: R → S inside a step, program order (last event of a step →
+/// first event of the next), dependencies (last event of the target → first
+/// event of the waiter). A cycle is a deadlock even with bounded FIFOs.
+fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
+    let idx = Index::new(p);
+    let mut base: Vec<Vec<usize>> = Vec::with_capacity(p.gpus.len());
+    let mut loc = Vec::with_capacity(p.num_steps());
+    for (gi, g) in p.gpus.iter().enumerate() {
+        let mut b = Vec::with_capacity(g.tbs.len());
+        for (ti, t) in g.tbs.iter().enumerate() {
+            b.push(loc.len());
+            for si in 0..t.steps.len() {
+                loc.push((gi as u32, ti as u32, si as u32));
+            }
+        }
+        base.push(b);
+    }
+    let total = loc.len();
+    let step_of = |gid: usize| {
+        let (gi, ti, si) = loc[gid];
+        &p.gpus[gi as usize].tbs[ti as usize].steps[si as usize]
+    };
+    let here = |gid: usize| {
+        let (gi, ti, si) = loc[gid];
+        at(p, p.gpus[gi as usize].id as usize, ti as usize, si as usize)
+    };
+    // Pairing (counts and cnt already checked by the structure pass).
+    let mut pair_prev = vec![NONE; total];
+    for (gi, g) in p.gpus.iter().enumerate() {
+        let a = g.id;
+        for (ti, t) in g.tbs.iter().enumerate() {
+            if t.send < 0 {
+                continue;
+            }
+            let gb = idx.gpu_of_rank[t.send as usize];
+            let Some(rti) = p.gpus[gb]
+                .tbs
+                .iter()
+                .position(|u| u.recv == a && u.chan == t.chan)
+            else {
+                continue;
+            };
+            let rt = &p.gpus[gb].tbs[rti];
+            let sends = t.steps.iter().enumerate().filter(|(_, s)| s.kind.sends());
+            let recvs = rt.steps.iter().enumerate().filter(|(_, s)| s.kind.recvs());
+            for ((si, _), (ri, _)) in sends.zip(recvs) {
+                pair_prev[base[gb][rti] + ri] = base[gi][ti] + si;
+            }
+        }
+    }
+    // Nodes: one per send event or local event; a receive event joins its
+    // sender's send node.
+    let mut s_node = vec![NONE; total];
+    let mut first = vec![NONE; total];
+    let mut last = vec![NONE; total];
+    let mut nodes = 0usize;
+    for gid in 0..total {
+        let k = step_of(gid).kind;
+        if k.sends() || !k.recvs() {
+            s_node[gid] = nodes;
+            nodes += 1;
+        }
+    }
+    for gid in 0..total {
+        let k = step_of(gid).kind;
+        let r_node = if k.recvs() {
+            let snd = pair_prev[gid];
+            if snd == NONE {
+                return Err(VerifyError::new(
+                    "pairing",
+                    format!("{} receives but nothing is sent to it", here(gid)),
+                ));
+            }
+            s_node[snd]
+        } else {
+            NONE
+        };
+        first[gid] = if r_node != NONE { r_node } else { s_node[gid] };
+        last[gid] = if k.sends() || !k.recvs() {
+            s_node[gid]
+        } else {
+            r_node
+        };
+    }
+    let mut indeg = vec![0u32; nodes];
+    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); nodes];
+    let mut edge =
+        |from: usize, to: usize, a: usize, b: usize, why: &str| -> Result<(), VerifyError> {
+            if from == to {
+                return Err(VerifyError::new(
+                    "deadlock",
+                    format!(
+                        "{} must wait for {} ({why}), which can only complete together with it",
+                        here(b),
+                        here(a)
+                    ),
+                ));
+            }
+            adj[from].push(to as u32);
+            indeg[to] += 1;
+            Ok(())
+        };
+    for (gi, g) in p.gpus.iter().enumerate() {
+        for (ti, t) in g.tbs.iter().enumerate() {
+            for (si, s) in t.steps.iter().enumerate() {
+                let me = base[gi][ti] + si;
+                if first[me] != last[me] {
+                    edge(
+                        first[me],
+                        last[me],
+                        me,
+                        me,
+                        "its own receive before its send",
+                    )?;
+                }
+                if si > 0 {
+                    edge(last[me - 1], first[me], me - 1, me, "program order")?;
+                }
+                if let Some((d, ds)) = s.dep() {
+                    let dti = idx.tb_of_id[gi][&(d as i64)];
+                    let target = base[gi][dti] + ds;
+                    edge(last[target], first[me], target, me, "its dependency")?;
+                }
+            }
+        }
+    }
+    // Kahn's algorithm, smallest node first for determinism.
+    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<u32>> = (0..nodes as u32)
+        .filter(|&g| indeg[g as usize] == 0)
+        .map(std::cmp::Reverse)
+        .collect();
+    let mut node_order = Vec::with_capacity(nodes);
+    while let Some(std::cmp::Reverse(g)) = ready.pop() {
+        node_order.push(g as usize);
+        for &h in &adj[g as usize] {
+            indeg[h as usize] -= 1;
+            if indeg[h as usize] == 0 {
+                ready.push(std::cmp::Reverse(h));
+            }
+        }
+    }
+    if node_order.len() < nodes {
+        let blocked_steps = (0..total).filter(|&g| indeg[first[g]] > 0).count();
+        let s = (0..total).find(|&g| indeg[first[g]] > 0).unwrap_or(0);
+        return Err(VerifyError::new(
+            "deadlock",
+            format!(
+                "the happens-before graph (program order, dependencies, send/receive pairing) has a cycle: {} can never run ({blocked_steps} steps blocked)",
+                here(s)
+            ),
+        ));
+    }
+    // Steps execute at their first event; within a node the sender (whose
+    // first event is the send) runs before the receiver.
+    let mut pos = vec![0usize; nodes];
+    for (i, &n) in node_order.iter().enumerate() {
+        pos[n] = i;
+    }
+    let mut order: Vec<usize> = (0..total).collect();
+    order.sort_by_key(|&g| (pos[first[g]], step_of(g).kind.recvs()));
+    Ok(Plan {
+        p,
+        loc,
+        pair_prev,
+        order,
+        idx,
+    })
+}
+
+/// Per-slot access history for race detection.
+#[derive(Clone, Default)]
+struct Access {
+    /// (tb, step position) of the last write.
+    write: Option<(u32, u32)>,
+    /// Reads since that write: latest per TB.
+    reads: Vec<(u32, u32)>,
+}
+
+struct Rank<V> {
+    val: Vec<Option<V>>,
+    acc: Vec<Access>,
+    /// Vector clock per TB: steps of each TB known complete.
+    vc: Vec<Vec<u32>>,
+    /// Snapshots after hasdep steps: (ti, si) → clock.
+    snap: HashMap<(u32, u32), Vec<u32>>,
+}
+
+/// Slot index within a rank, after aliasing.
+fn slot(p: &Program, gi: usize, mode: Mode, buf: Buf, off: usize) -> usize {
+    let g = &p.gpus[gi];
+    let c = p.nchunksperloop as usize;
+    let cps = (p.nchunksperloop / p.ngpus) as usize;
+    match (buf, mode) {
+        (Buf::Input, _) => off,
+        (Buf::Output, Mode::InPlace) => g.id as usize * cps + off,
+        (Buf::Output, Mode::OutOfPlace) => c + off,
+        (Buf::Scratch, _) => c + g.o_chunks.max(0) as usize + off,
+    }
+}
+
+fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError> {
+    let p = plan.p;
+    let c = p.nchunksperloop as usize;
+    let mut ranks: Vec<Rank<V>> = p
+        .gpus
+        .iter()
+        .map(|g| {
+            let slots = c + g.o_chunks.max(0) as usize + g.s_chunks.max(0) as usize;
+            let mut val = vec![None; slots];
+            for (k, v) in val.iter_mut().enumerate().take(c) {
+                *v = Some(V::input(g.id as usize, k));
+            }
+            let t = g.tbs.len();
+            Rank {
+                val,
+                acc: vec![Access::default(); slots],
+                vc: vec![vec![0; t]; t],
+                snap: HashMap::new(),
+            }
+        })
+        .collect();
+    // Messages in flight, keyed by the sending step.
+    let mut inflight: HashMap<usize, Vec<V>> = HashMap::new();
+    let mut out: Vec<V> = Vec::new();
+    for &gid in &plan.order {
+        {
+            let (gi, ti, si) = plan.loc[gid];
+            let (gi, ti, si) = (gi as usize, ti as usize, si as usize);
+            let g = &p.gpus[gi];
+            let st = &g.tbs[ti].steps[si];
+            let here = || format!("{} in {} mode", at(p, g.id as usize, ti, si), mode.name());
+            let msg: Vec<V> = if st.kind.recvs() {
+                inflight.remove(&plan.pair_prev[gid]).unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let rk = &mut ranks[gi];
+            // Happens-before: program order plus the dependency.
+            if let Some((d, ds)) = st.dep() {
+                let dti = plan.idx.tb_of_id[gi][&(d as i64)];
+                if let Some(snap) = rk.snap.get(&(dti as u32, ds as u32)) {
+                    let snap = snap.clone();
+                    for (x, y) in rk.vc[ti].iter_mut().zip(snap) {
+                        *x = (*x).max(y);
+                    }
+                }
+            }
+            rk.vc[ti][ti] = si as u32 + 1;
+            out.clear();
+            let cnt = if st.kind == StepKind::Nop {
+                0
+            } else {
+                st.cnt as usize
+            };
+            if st.kind.recvs() && msg.len() != cnt {
+                return Err(VerifyError::new(
+                    "pairing",
+                    format!(
+                        "{}: receives {} chunks but {} were sent",
+                        here(),
+                        cnt,
+                        msg.len()
+                    ),
+                ));
+            }
+            for j in 0..cnt {
+                let src =
+                    (st.srcoff >= 0).then(|| slot(p, gi, mode, st.srcbuf, st.srcoff as usize + j));
+                let dst =
+                    (st.dstoff >= 0).then(|| slot(p, gi, mode, st.dstbuf, st.dstoff as usize + j));
+                let read =
+                    |rk: &mut Rank<V>, s: usize, buf: Buf, off: i64| -> Result<V, VerifyError> {
+                        check_access(rk, s, ti, si, false).map_err(|(t2, s2, w)| {
+                            race(p, g.id, ti, si, t2, s2, w, buf, off + j as i64, mode)
+                        })?;
+                        rk.val[s].clone().ok_or_else(|| {
+                            VerifyError::new(
+                                "uninitialised-read",
+                                format!(
+                                    "{}: reads {}[{}], which nothing has written",
+                                    here(),
+                                    buf.letter(),
+                                    off + j as i64
+                                ),
+                            )
+                        })
+                    };
+                let value = match st.kind {
+                    StepKind::Send => Some(read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?),
+                    StepKind::Recv | StepKind::RecvCopySend => Some(msg[j].clone()),
+                    StepKind::RecvReduceSend
+                    | StepKind::RecvReduceCopy
+                    | StepKind::RecvReduceCopySend => {
+                        let mut v = msg[j].clone();
+                        v.add(&read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?);
+                        Some(v)
+                    }
+                    StepKind::Copy => Some(read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?),
+                    StepKind::Reduce => {
+                        let mut v = read(rk, dst.unwrap_or(0), st.dstbuf, st.dstoff)?;
+                        v.add(&read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?);
+                        Some(v)
+                    }
+                    StepKind::Nop => None,
+                };
+                if st.kind.writes_dst() {
+                    let d = dst.unwrap_or(0);
+                    check_access(rk, d, ti, si, true).map_err(|(t2, s2, w)| {
+                        race(
+                            p,
+                            g.id,
+                            ti,
+                            si,
+                            t2,
+                            s2,
+                            w,
+                            st.dstbuf,
+                            st.dstoff + j as i64,
+                            mode,
+                        )
+                    })?;
+                    rk.val[d] = value.clone();
+                }
+                if st.kind.sends() {
+                    if let Some(v) = value {
+                        out.push(v);
+                    }
+                }
+            }
+            if st.hasdep {
+                let snap = rk.vc[ti].clone();
+                rk.snap.insert((ti as u32, si as u32), snap);
+            }
+            if st.kind.sends() {
+                inflight.insert(gid, std::mem::take(&mut out));
+            }
+        }
+    }
+    Ok(ranks)
+}
+
+/// Record an access by (ti, si) to slot `s`; on a race return the other
+/// access (tb, step, was_write).
+fn check_access<V>(
+    rk: &mut Rank<V>,
+    s: usize,
+    ti: usize,
+    si: usize,
+    write: bool,
+) -> Result<(), (u32, u32, bool)> {
+    let vc = &rk.vc[ti];
+    let known = |t: u32, q: u32| vc[t as usize] > q;
+    let a = &mut rk.acc[s];
+    if let Some((wt, wp)) = a.write {
+        if wt as usize != ti && !known(wt, wp) {
+            return Err((wt, wp, true));
+        }
+    }
+    if write {
+        for &(rt, rp) in &a.reads {
+            if rt as usize != ti && !known(rt, rp) {
+                return Err((rt, rp, false));
+            }
+        }
+        a.write = Some((ti as u32, si as u32));
+        a.reads.clear();
+    } else if let Some(r) = a.reads.iter_mut().find(|r| r.0 as usize == ti) {
+        r.1 = si as u32;
+    } else {
+        a.reads.push((ti as u32, si as u32));
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn race(
+    p: &Program,
+    rank: i64,
+    ti: usize,
+    si: usize,
+    t2: u32,
+    s2: u32,
+    other_wrote: bool,
+    buf: Buf,
+    off: i64,
+    mode: Mode,
+) -> VerifyError {
+    VerifyError::new(
+        "race",
+        format!(
+            "{} and rank {rank} tb {t2} step {s2} both access {}[{off}] ({} by the other) without a dependency ordering them ({} mode)",
+            at(p, rank as usize, ti, si),
+            buf.letter(),
+            if other_wrote { "written" } else { "read" },
+            mode.name()
+        ),
+    )
+}
+
+fn postcondition<V: Sym>(
+    plan: &Plan,
+    mode: Mode,
+    ranks: &[Rank<V>],
+) -> Result<(), (usize, usize, V, V)> {
+    let p = plan.p;
+    let n = p.ngpus as usize;
+    let cps = (p.nchunksperloop / p.ngpus) as usize;
+    for r in 0..n {
+        let gi = plan.idx.gpu_of_rank[r];
+        let buf = if p.gpus[gi].o_chunks > 0 {
+            Buf::Output
+        } else {
+            Buf::Input
+        };
+        for k in 0..cps {
+            let off = if buf == Buf::Output { k } else { r * cps + k };
+            let s = slot(p, gi, mode, buf, off);
+            let want = V::expected(n, r * cps + k);
+            match &ranks[gi].val[s] {
+                Some(v) if *v == want => {}
+                Some(v) => return Err((r, k, v.clone(), want)),
+                None => return Err((r, k, V::expected(0, 0), want)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run every declared aliasing mode; returns the modes proven.
+pub(crate) fn run(p: &Program) -> Result<Vec<&'static str>, VerifyError> {
+    let plan = plan(p)?;
+    let mut modes = Vec::new();
+    let mut todo = Vec::new();
+    if p.outofplace {
+        todo.push(Mode::OutOfPlace);
+    }
+    if p.inplace {
+        todo.push(Mode::InPlace);
+    }
+    for mode in todo {
+        let ranks = execute::<Fp>(&plan, mode)?;
+        if let Err((r, k, _, _)) = postcondition(&plan, mode, &ranks) {
+            // Diagnose exactly.
+            let exact = execute::<Exact>(&plan, mode)?;
+            let detail = match postcondition(&plan, mode, &exact) {
+                Err((r2, k2, got, want)) => {
+                    let where_ = if p.gpus[plan.idx.gpu_of_rank[r2]].o_chunks > 0 {
+                        format!("o[{k2}]")
+                    } else {
+                        format!("i[{}]", r2 * (p.nchunksperloop / p.ngpus) as usize + k2)
+                    };
+                    if got.0.is_empty() {
+                        format!("rank {r2} output chunk {k2} ({where_}) is never written")
+                    } else {
+                        format!("rank {r2} output chunk {k2} ({where_}) {}", got.diff(&want))
+                    }
+                }
+                Ok(()) => format!("rank {r} output chunk {k} is wrong"),
+            };
+            return Err(VerifyError::new(
+                "postcondition",
+                format!("{} mode: {detail}", mode.name()),
+            ));
+        }
+        modes.push(mode.name());
+    }
+    Ok(modes)
+}

@@ -1,0 +1,74 @@
+//! Test helpers: small topologies built in code.
+#![allow(dead_code)]
+
+use rscc::front::topo_json;
+use rscc::ir::Topology;
+
+/// N GPUs; `edges` are duplex direct links (a, b, count) at 25 GB/s, α 1 µs.
+pub fn gpus_with_links(name: &str, n: usize, edges: &[(usize, usize, u32)]) -> Topology {
+    let nodes: Vec<String> = (0..n)
+        .map(|r| format!(r#"{{"id":"gpu{r}","kind":"gpu","rank":{r}}}"#))
+        .collect();
+    let links: Vec<String> = edges
+        .iter()
+        .map(|&(a, b, c)| {
+            format!(r#"{{"from":"gpu{a}","to":"gpu{b}","bw_gbps":25,"alpha_us":1,"count":{c},"kind":"nvlink"}}"#)
+        })
+        .collect();
+    let text = format!(
+        r#"{{"name":"{name}","nodes":[{}],"links":[{}]}}"#,
+        nodes.join(","),
+        links.join(",")
+    );
+    topo_json::parse(&text, name).expect("test topology is valid")
+}
+
+/// N GPUs in a bidirectional ring.
+pub fn ring(n: usize) -> Topology {
+    let e: Vec<(usize, usize, u32)> = (0..n).map(|i| (i, (i + 1) % n, 1)).collect();
+    gpus_with_links(&format!("ring{n}"), n, if n == 2 { &e[..1] } else { &e })
+}
+
+/// N GPUs on one switch with `bw` GB/s ports.
+pub fn switch(n: usize, bw: f64) -> Topology {
+    let mut nodes: Vec<String> = (0..n)
+        .map(|r| format!(r#"{{"id":"gpu{r}","kind":"gpu","rank":{r}}}"#))
+        .collect();
+    nodes.push(r#"{"id":"sw","kind":"switch"}"#.into());
+    let links: Vec<String> = (0..n)
+        .map(|r| {
+            format!(
+                r#"{{"from":"gpu{r}","to":"sw","bw_gbps":{bw},"alpha_us":0.35,"kind":"nvlink"}}"#
+            )
+        })
+        .collect();
+    let text = format!(
+        r#"{{"name":"switch{n}","nodes":[{}],"links":[{}]}}"#,
+        nodes.join(","),
+        links.join(",")
+    );
+    topo_json::parse(&text, "switch").expect("test topology is valid")
+}
+
+/// DGX-1 hybrid cube-mesh (tools' numbering, synthesis.md §4.1).
+pub fn dgx1() -> Topology {
+    let m = [
+        [0, 2, 1, 1, 2, 0, 0, 0],
+        [2, 0, 1, 2, 0, 1, 0, 0],
+        [1, 1, 0, 2, 0, 0, 2, 0],
+        [1, 2, 2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 2, 1, 1],
+        [0, 1, 0, 0, 2, 0, 1, 2],
+        [0, 0, 2, 0, 1, 1, 0, 2],
+        [0, 0, 0, 1, 1, 2, 2, 0],
+    ];
+    let mut e = Vec::new();
+    for (a, row) in m.iter().enumerate() {
+        for (b, &c) in row.iter().enumerate() {
+            if a < b && c > 0 {
+                e.push((a, b, c as u32));
+            }
+        }
+    }
+    gpus_with_links("dgx1", 8, &e)
+}

@@ -1,0 +1,47 @@
+mod common;
+
+use rscc::compile::{compile, CompileOptions};
+
+#[test]
+fn ring8_compiles_and_verifies() {
+    let t = common::ring(8);
+    let c = compile(&t, &CompileOptions::default()).expect("compiles");
+    assert_eq!(c.report.modes, vec!["out-of-place", "in-place"]);
+    assert_eq!(c.program.ngpus, 8);
+}
+
+#[test]
+fn dgx1_uses_six_rings() {
+    let t = common::dgx1();
+    let c = compile(&t, &CompileOptions::default()).expect("compiles");
+    assert_eq!(c.program.nchannels, 6);
+    assert_eq!(c.program.nchunksperloop, 48);
+}
+
+#[test]
+fn switch_and_small() {
+    for n in [1, 2, 3, 16] {
+        let t = common::switch(n, 450.0);
+        compile(&t, &CompileOptions::default()).unwrap_or_else(|e| panic!("n={n}: {e}"));
+    }
+    for chunks in [1, 2, 3, 5] {
+        let t = common::dgx1();
+        let o = CompileOptions {
+            chunks: Some(chunks),
+            ..Default::default()
+        };
+        compile(&t, &o).unwrap_or_else(|e| panic!("chunks={chunks}: {e}"));
+    }
+}
+
+#[test]
+fn big_ring_fits_step_limit() {
+    let t = common::ring(100);
+    let c = compile(&t, &CompileOptions::default()).expect("compiles");
+    assert!(c
+        .program
+        .gpus
+        .iter()
+        .flat_map(|g| g.tbs.iter())
+        .all(|t| t.steps.len() <= 64));
+}
