@@ -8,13 +8,17 @@
 //!    reduce each child's partial sum into an accumulator (the output slot at
 //!    the owner, a scratch slot elsewhere), then send the accumulator to the
 //!    parent; a leaf just sends its input;
-//! 3. each operation carries the key (step, chunk, src, dst) of its transfer;
+//! 3. each operation carries the key (step, send-or-receive, chunk, src,
+//!    dst) of its transfer, sends before receives within a step;
 //!    threadblocks are one per (MSCCL channel, send peer, receive peer),
 //!    receive and send peers paired where a chain receives from one and
 //!    sends to the other, and each threadblock's steps are sorted by key.
 //!    Both ends of every connection therefore list its transfers in the same
-//!    order, and every happens-before edge goes from a smaller key to a
-//!    larger one, so the result cannot deadlock;
+//!    (step, chunk) order. Every happens-before edge goes to a later step,
+//!    or stays within a step and goes to a larger chunk (a receive is never
+//!    followed by a send of the same step in one threadblock), so the
+//!    result cannot deadlock; and a receive at step s is adjacent to the send
+//!    of the same accumulator at step s+1, so a ring fuses into `rrs`;
 //! 4. a receive followed in the same threadblock by the send of the same
 //!    accumulator fuses into `rrs`;
 //! 5. operations of one chain in different threadblocks get a `depid/deps`
@@ -102,7 +106,8 @@ enum OpKind {
 #[derive(Debug, Clone, Copy)]
 struct Op {
     kind: OpKind,
-    key: (usize, usize, usize, usize),
+    /// (step, 0 for sends / 1 for receives, chunk, src, dst).
+    key: (usize, usize, usize, usize, usize),
     chan: usize,
     peer: usize,
     src: Slot,
@@ -227,7 +232,7 @@ fn lower_with_window(
                 chain.push(ops[v].len());
                 ops[v].push(Op {
                     kind: OpKind::RecvReduce,
-                    key: (step, c0, src, v),
+                    key: (step, 1, c0, src, v),
                     chan: mchan(ch, step),
                     peer: src,
                     src: if j == 0 { Slot::In(c0) } else { acc },
@@ -239,7 +244,7 @@ fn lower_with_window(
                 chain.push(ops[v].len());
                 ops[v].push(Op {
                     kind: OpKind::Send,
-                    key: (step, c0, v, dst),
+                    key: (step, 0, c0, v, dst),
                     chan: mchan(ch, step),
                     peer: dst,
                     src: if children[v].is_empty() {
@@ -254,7 +259,7 @@ fn lower_with_window(
                 chain.push(ops[v].len());
                 ops[v].push(Op {
                     kind: OpKind::Copy,
-                    key: (0, c0, v, v),
+                    key: (0, 0, c0, v, v),
                     chan: 0,
                     peer: v,
                     src: Slot::In(c0),

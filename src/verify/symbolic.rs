@@ -178,11 +178,14 @@ const NONE: usize = usize::MAX;
 /// Build the event graph and an execution order.
 ///
 /// Each step is one or two events: a receive event R then a send event S
-/// (`rrs`, `rcs`, `rrcs` have both), or one local event. The k-th send
-/// event of a connection and the k-th receive event are one rendezvous
-/// node. Edges: R → S inside a step, program order (last event of a step →
-/// first event of the next), dependencies (last event of the target → first
-/// event of the waiter). A cycle is a deadlock even with bounded FIFOs.
+/// (`rrs`, `rcs`, `rrcs` have both), or one local event. Edges: R → S inside
+/// a step; program order (last event of a step → first event of the next);
+/// dependencies (last event of the target → first event of the waiter); on
+/// each connection the k-th send → the k-th receive (the data), and the
+/// (k−1)-th receive → the k-th send (a FIFO of one message: the most
+/// conservative buffering that still lets a ring start; the runtime has 8
+/// slots, so a schedule acyclic here cannot deadlock there). A cycle is a
+/// deadlock.
 fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
     let idx = Index::new(p);
     let mut base: Vec<Vec<usize>> = Vec::with_capacity(p.gpus.len());
@@ -206,6 +209,27 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
         let (gi, ti, si) = loc[gid];
         at(p, p.gpus[gi as usize].id as usize, ti as usize, si as usize)
     };
+    // Events.
+    let mut first = vec![0usize; total];
+    let mut last = vec![0usize; total];
+    let mut nodes = 0usize;
+    for gid in 0..total {
+        let k = step_of(gid).kind;
+        first[gid] = nodes;
+        nodes += 1;
+        last[gid] = if k.recvs() && k.sends() {
+            nodes += 1;
+            nodes - 1
+        } else {
+            first[gid]
+        };
+    }
+    let mut indeg = vec![0u32; nodes];
+    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); nodes];
+    let mut edge = |from: usize, to: usize| {
+        adj[from].push(to as u32);
+        indeg[to] += 1;
+    };
     // Pairing (counts and cnt already checked by the structure pass).
     let mut pair_prev = vec![NONE; total];
     for (gi, g) in p.gpus.iter().enumerate() {
@@ -225,83 +249,40 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             let rt = &p.gpus[gb].tbs[rti];
             let sends = t.steps.iter().enumerate().filter(|(_, s)| s.kind.sends());
             let recvs = rt.steps.iter().enumerate().filter(|(_, s)| s.kind.recvs());
+            let mut prev_recv = NONE;
             for ((si, _), (ri, _)) in sends.zip(recvs) {
-                pair_prev[base[gb][rti] + ri] = base[gi][ti] + si;
+                let (snd, rcv) = (base[gi][ti] + si, base[gb][rti] + ri);
+                pair_prev[rcv] = snd;
+                edge(last[snd], first[rcv]);
+                if prev_recv != NONE {
+                    edge(first[prev_recv], last[snd]);
+                }
+                prev_recv = rcv;
             }
         }
     }
-    // Nodes: one per send event or local event; a receive event joins its
-    // sender's send node.
-    let mut s_node = vec![NONE; total];
-    let mut first = vec![NONE; total];
-    let mut last = vec![NONE; total];
-    let mut nodes = 0usize;
     for gid in 0..total {
-        let k = step_of(gid).kind;
-        if k.sends() || !k.recvs() {
-            s_node[gid] = nodes;
-            nodes += 1;
+        if step_of(gid).kind.recvs() && pair_prev[gid] == NONE {
+            return Err(VerifyError::new(
+                "pairing",
+                format!("{} receives but nothing is sent to it", here(gid)),
+            ));
         }
     }
-    for gid in 0..total {
-        let k = step_of(gid).kind;
-        let r_node = if k.recvs() {
-            let snd = pair_prev[gid];
-            if snd == NONE {
-                return Err(VerifyError::new(
-                    "pairing",
-                    format!("{} receives but nothing is sent to it", here(gid)),
-                ));
-            }
-            s_node[snd]
-        } else {
-            NONE
-        };
-        first[gid] = if r_node != NONE { r_node } else { s_node[gid] };
-        last[gid] = if k.sends() || !k.recvs() {
-            s_node[gid]
-        } else {
-            r_node
-        };
-    }
-    let mut indeg = vec![0u32; nodes];
-    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); nodes];
-    let mut edge =
-        |from: usize, to: usize, a: usize, b: usize, why: &str| -> Result<(), VerifyError> {
-            if from == to {
-                return Err(VerifyError::new(
-                    "deadlock",
-                    format!(
-                        "{} must wait for {} ({why}), which can only complete together with it",
-                        here(b),
-                        here(a)
-                    ),
-                ));
-            }
-            adj[from].push(to as u32);
-            indeg[to] += 1;
-            Ok(())
-        };
     for (gi, g) in p.gpus.iter().enumerate() {
         for (ti, t) in g.tbs.iter().enumerate() {
             for (si, s) in t.steps.iter().enumerate() {
                 let me = base[gi][ti] + si;
                 if first[me] != last[me] {
-                    edge(
-                        first[me],
-                        last[me],
-                        me,
-                        me,
-                        "its own receive before its send",
-                    )?;
+                    edge(first[me], last[me]);
                 }
                 if si > 0 {
-                    edge(last[me - 1], first[me], me - 1, me, "program order")?;
+                    edge(last[me - 1], first[me]);
                 }
                 if let Some((d, ds)) = s.dep() {
                     let dti = idx.tb_of_id[gi][&(d as i64)];
                     let target = base[gi][dti] + ds;
-                    edge(last[target], first[me], target, me, "its dependency")?;
+                    edge(last[target], first[me]);
                 }
             }
         }
@@ -332,14 +313,14 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             ),
         ));
     }
-    // Steps execute at their first event; within a node the sender (whose
-    // first event is the send) runs before the receiver.
+    // Steps execute at their first event (a sender's first event precedes
+    // its send event, which precedes the receive).
     let mut pos = vec![0usize; nodes];
     for (i, &n) in node_order.iter().enumerate() {
         pos[n] = i;
     }
     let mut order: Vec<usize> = (0..total).collect();
-    order.sort_by_key(|&g| (pos[first[g]], step_of(g).kind.recvs()));
+    order.sort_by_key(|&g| pos[first[g]]);
     Ok(Plan {
         p,
         loc,
