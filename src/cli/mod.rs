@@ -5,6 +5,9 @@
 //! or arguments.
 
 use clap::{Parser, Subcommand};
+
+pub mod synth;
+pub mod verify;
 use std::fmt;
 use std::process::ExitCode;
 
@@ -47,7 +50,12 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Synthesize a verified schedule and write MSCCL XML.
+    Synth(synth::SynthArgs),
+    /// Verify an MSCCL XML file symbolically.
+    Verify(verify::VerifyArgs),
+}
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -58,7 +66,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let res: CliResult = match cli.cmd {};
+    let res: CliResult = match cli.cmd {
+        Command::Synth(a) => synth::run(a),
+        Command::Verify(a) => verify::run(a),
+    };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
