@@ -4,6 +4,8 @@
 //! Exit codes: 0 success; 1 input read but a check failed; 2 unusable input
 //! or arguments.
 
+pub mod topo;
+
 use clap::{Parser, Subcommand};
 use std::fmt;
 use std::process::ExitCode;
@@ -47,7 +49,10 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Topology files: generate, show.
+    Topo(topo::TopoArgs),
+}
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -58,7 +63,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let res: CliResult = match cli.cmd {};
+    let res: CliResult = match cli.cmd {
+        Command::Topo(a) => topo::run(a),
+    };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
