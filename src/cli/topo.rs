@@ -34,6 +34,7 @@ pub enum TopoCmd {
 
 #[derive(Args, Debug)]
 #[command(
+    allow_negative_numbers = true,
     after_help = "Examples:\n  rscc topo generate ring --gpus 16 --bw 50\n  rscc topo generate dgx-a100 --hosts 4 -o dgx-a100x4.json\n  rscc topo generate mi300x --nics true\n\n\
 --bw is the kind's per-link bandwidth (GB/s per direction): per link for ring, line, fully-connected, \
 dgx1-v100, mi300x and cpu-shm; per NVLink for dgx2-v100, dgx-a100 and dgx-h100 (the GPU's switch port \
@@ -171,8 +172,15 @@ pub struct GpuRow {
     /// Sum of the capacities of all links out of / into this GPU, GB/s.
     pub egress_gbps: f64,
     pub ingress_gbps: f64,
-    /// The same split by link kind: kind → [egress, ingress].
-    pub by_kind: BTreeMap<String, [f64; 2]>,
+    /// The same split by link kind.
+    pub by_kind: BTreeMap<String, KindBw>,
+}
+
+/// Egress and ingress capacity of one link kind at a GPU, GB/s.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct KindBw {
+    pub egress_gbps: f64,
+    pub ingress_gbps: f64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -216,14 +224,18 @@ pub fn report(t: &Topology, file: &str) -> Report {
             let n = t.ranks[r];
             let node = t.node(n);
             let (egress_gbps, ingress_gbps) = t.gpu_bandwidth(r);
-            let mut by_kind: BTreeMap<String, [f64; 2]> = BTreeMap::new();
+            let mut by_kind: BTreeMap<String, KindBw> = BTreeMap::new();
             for e in g.edges_directed(n, Direction::Outgoing) {
-                by_kind.entry(e.weight().kind.clone()).or_default()[0] +=
-                    e.weight().capacity_gbps();
+                by_kind
+                    .entry(e.weight().kind.clone())
+                    .or_default()
+                    .egress_gbps += e.weight().capacity_gbps();
             }
             for e in g.edges_directed(n, Direction::Incoming) {
-                by_kind.entry(e.weight().kind.clone()).or_default()[1] +=
-                    e.weight().capacity_gbps();
+                by_kind
+                    .entry(e.weight().kind.clone())
+                    .or_default()
+                    .ingress_gbps += e.weight().capacity_gbps();
             }
             GpuRow {
                 rank: r,
@@ -445,7 +457,7 @@ pub fn render(r: &Report) -> String {
             num(g.ingress_gbps),
             g.by_kind
                 .iter()
-                .map(|(k, [o, i])| format!("{k} {}/{}", num(*o), num(*i)))
+                .map(|(k, b)| format!("{k} {}/{}", num(b.egress_gbps), num(b.ingress_gbps)))
                 .collect::<Vec<_>>()
                 .join(", "),
         ]);
@@ -554,7 +566,13 @@ mod tests {
             (2, 50.0, Some(25.0))
         );
         assert!(r.direct.iter().all(|d| !(d.from == 0 && d.to == 5)));
-        assert_eq!(r.ranks[3].by_kind["nvlink"], [150.0, 150.0]);
+        assert_eq!(
+            r.ranks[3].by_kind["nvlink"],
+            KindBw {
+                egress_gbps: 150.0,
+                ingress_gbps: 150.0
+            }
+        );
         let text = render(&r);
         assert!(text.contains("2x25"), "{text}");
         assert!(text.contains("8 GPUs, 1 host"), "{text}");

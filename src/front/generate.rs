@@ -231,7 +231,7 @@ fn fmt_num(x: f64) -> String {
     format!("{x}")
 }
 
-/// Join single-host `t` into `hosts` hosts, or return it (with host "h0").
+/// Join single-host `t` into `hosts` hosts, or return it unchanged when `hosts` is 1.
 fn multi_host(t: Topology, p: &GenParams, nic_gbps: f64) -> Result<Topology, String> {
     let hosts = p.hosts.unwrap_or(1);
     if hosts == 0 {
@@ -244,6 +244,10 @@ fn multi_host(t: Topology, p: &GenParams, nic_gbps: f64) -> Result<Topology, Str
         ));
     }
     let ib_alpha = non_negative("--ib-alpha", p.ib_alpha_us, IB_ALPHA_US)?;
+    if hosts == 1 {
+        // One host: no host names, like every other single-host kind.
+        return Ok(t);
+    }
     replicate_hosts(
         &t,
         hosts,
