@@ -4,6 +4,8 @@
 //! Exit codes: 0 success; 1 input read but a check failed; 2 unusable input
 //! or arguments.
 
+pub mod topo;
+
 use clap::{Parser, Subcommand};
 
 pub mod synth;
@@ -55,6 +57,8 @@ pub enum Command {
     Synth(synth::SynthArgs),
     /// Verify an MSCCL XML file symbolically.
     Verify(verify::VerifyArgs),
+    /// Topology files: generate, show.
+    Topo(topo::TopoArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -69,6 +73,7 @@ pub fn main() -> ExitCode {
     let res: CliResult = match cli.cmd {
         Command::Synth(a) => synth::run(a),
         Command::Verify(a) => verify::run(a),
+        Command::Topo(a) => topo::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -101,11 +101,10 @@ pub fn replicate_hosts(
         single.description.clone()
     } else {
         format!(
-            "{hosts} hosts of: {} Joined rail-optimised: NIC k of every host on switch rail{k}, {} GB/s, {} us per link.",
+            "{hosts} hosts of: {} Joined rail-optimised: NIC k of every host on switch rail{{k}}, {} GB/s, {} us per link.",
             single.description,
             rail.nic_gbps,
             rail.alpha_us,
-            k = "k"
         )
     };
     Ok(Topology::new(name, description, g))

@@ -64,9 +64,14 @@ pub struct LinkJson {
 /// Parse and validate topology JSON text. `file` names the source in errors.
 pub fn parse(text: &str, file: &str) -> Result<Topology, FrontError> {
     let tf: TopoFile = serde_json::from_str(text).map_err(|e| {
+        // serde_json's message ends with " at line L column C"; state the
+        // position once, in front.
+        let msg = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let msg = msg.strip_suffix(&suffix).unwrap_or(&msg);
         FrontError::new(
             file,
-            format!("line {}, column {}: {}", e.line(), e.column(), e),
+            format!("line {}, column {}: {}", e.line(), e.column(), msg),
         )
     })?;
     build(&tf, file)
