@@ -1,3 +1,3 @@
-//! placeholder
+//! Back ends: Program → files (MSCCL XML).
 
 pub mod msccl_xml;

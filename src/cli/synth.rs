@@ -32,7 +32,9 @@ pub enum ProtoArg {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = "Example:\n  rscc synth --topo topologies/dgx-h100.json --op reduce-scatter -o rs.xml\n  rscc synth --topo topologies/dgx1-v100.json --op reduce-scatter --algo ring --chunks 12 --runtime legacy -o rs-legacy.xml")]
+#[command(
+    after_help = "Example:\n  rscc synth --topo topologies/dgx-h100.json --op reduce-scatter -o rs.xml\n  rscc synth --topo topologies/dgx1-v100.json --op reduce-scatter --algo ring --chunks 12 --runtime legacy -o rs-legacy.xml"
+)]
 pub struct SynthArgs {
     /// Topology file (rscc JSON, or an imported format).
     #[arg(long)]
@@ -65,7 +67,8 @@ pub struct SynthArgs {
 
 pub fn run(a: SynthArgs) -> CliResult {
     let topo = front::load_topology(&a.topo).map_err(CliError::input)?;
-    let algo = Algo::parse(&a.algo).ok_or_else(|| CliError::input(format!("unknown --algo \"{}\" (known: ring)", a.algo)))?;
+    let algo = Algo::parse(&a.algo)
+        .ok_or_else(|| CliError::input(format!("unknown --algo \"{}\" (known: ring)", a.algo)))?;
     let runtime = match a.runtime {
         RuntimeArg::Executor => Runtime::Executor,
         RuntimeArg::Legacy => Runtime::Legacy,
@@ -92,7 +95,11 @@ pub fn run(a: SynthArgs) -> CliResult {
         min_bytes: 0,
         // Executor: 0 = no upper limit. Legacy: 0 would mean "never", so
         // write a real upper bound (1 TiB, exclusive).
-        max_bytes: if runtime == Runtime::Legacy { 1 << 40 } else { 0 },
+        max_bytes: if runtime == Runtime::Legacy {
+            1 << 40
+        } else {
+            0
+        },
     };
     let c = compile(&topo, &opts).map_err(|e| match e {
         CompileError::Request(m) => CliError::input(format!("{}: {m}", a.topo.display())),

@@ -7,7 +7,9 @@ use clap::Args;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
-#[command(after_help = "Exit codes: 0 valid, 1 invalid, 2 unreadable.\n\nExample:\n  rscc verify rs.xml --topo topologies/dgx-h100.json\n  rscc verify other-tool.xml --json")]
+#[command(
+    after_help = "Exit codes: 0 valid, 1 invalid, 2 unreadable.\n\nExample:\n  rscc verify rs.xml --topo topologies/dgx-h100.json\n  rscc verify other-tool.xml --json"
+)]
 pub struct VerifyArgs {
     /// MSCCL XML file.
     pub file: PathBuf,
@@ -70,7 +72,10 @@ pub fn run(a: VerifyArgs) -> CliResult {
                     eprintln!("{file}: {e}");
                 }
             }
-            Err(CliError::check(format!("{file}: {} rule(s) broken", errs.len())))
+            Err(CliError::check(format!(
+                "{file}: {} rule(s) broken",
+                errs.len()
+            )))
         }
     }
 }

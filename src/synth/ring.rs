@@ -147,10 +147,8 @@ fn hamiltonian(n: usize, edge: impl Fn(usize, usize) -> bool) -> Option<Vec<usiz
     let mut next_idx = vec![0usize];
     let mut budget = SEARCH_BUDGET;
     while let Some(&v) = path.last() {
-        if path.len() == n {
-            if edge(v, 0) {
-                return Some(path);
-            }
+        if path.len() == n && edge(v, 0) {
+            return Some(path);
         }
         let i = next_idx.last_mut()?;
         let mut advanced = false;

@@ -313,7 +313,7 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
                         if off == -1 && !used {
                             continue;
                         }
-                        if off < 0 || off > MAX_OFF || off + s.cnt.max(1) > size {
+                        if !(0..=MAX_OFF).contains(&off) || off + s.cnt.max(1) > size {
                             fail!(
                                 "range",
                                 "{here}: {which} {}[{off}..{}] is outside the {} chunks of buffer {}",

@@ -261,8 +261,8 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             }
         }
     }
-    for gid in 0..total {
-        if step_of(gid).kind.recvs() && pair_prev[gid] == NONE {
+    for (gid, &prev) in pair_prev.iter().enumerate() {
+        if step_of(gid).kind.recvs() && prev == NONE {
             return Err(VerifyError::new(
                 "pairing",
                 format!("{} receives but nothing is sent to it", here(gid)),
@@ -426,6 +426,7 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
                     ),
                 ));
             }
+            #[allow(clippy::needless_range_loop)]
             for j in 0..cnt {
                 let src =
                     (st.srcoff >= 0).then(|| slot(p, gi, mode, st.srcbuf, st.srcoff as usize + j));
