@@ -1,6 +1,8 @@
 //! Synthesis: Topology × Spec → Algorithm. Each algorithm lives in its own
 //! file; `synthesize` picks by name.
 
+pub mod direct;
+pub mod hier;
 pub mod ring;
 
 use crate::ir::{Algorithm, Spec, Topology};
@@ -11,18 +13,26 @@ use std::fmt;
 pub enum Algo {
     /// NCCL-style rings (the baseline).
     Ring,
+    /// All-pairs: every rank sends straight to each owner.
+    Direct,
+    /// Hierarchical, NIC-aware (several hosts).
+    Hier,
 }
 
 impl Algo {
     pub fn parse(s: &str) -> Option<Algo> {
         match s {
             "ring" => Some(Algo::Ring),
+            "direct" => Some(Algo::Direct),
+            "hier" => Some(Algo::Hier),
             _ => None,
         }
     }
     pub fn name(self) -> &'static str {
         match self {
             Algo::Ring => "ring",
+            Algo::Direct => "direct",
+            Algo::Hier => "hier",
         }
     }
 }
@@ -76,6 +86,23 @@ pub fn candidates(
                 let _ = c;
             }
             Ok(out)
+        }
+        Algo::Direct => Ok(vec![direct::direct_algorithm(Spec::reduce_scatter(
+            n,
+            chunks.unwrap_or(1),
+        ))]),
+        Algo::Hier => {
+            let hs = hier::hosts(topo).ok_or_else(|| {
+                SynthError(format!(
+                    "--algo hier needs at least two hosts with the same number (≥ 2) of GPUs; {} has {} host(s)",
+                    topo.name,
+                    topo.num_hosts()
+                ))
+            })?;
+            Ok(vec![hier::hier_algorithm(
+                Spec::reduce_scatter(n, chunks.unwrap_or(1)),
+                &hs,
+            )])
         }
     }
 }
