@@ -40,8 +40,7 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
         }
     }
     let mut transfers = Vec::new();
-    for o in 0..n {
-        let (ho, ko) = where_[o];
+    for (o, &(ho, ko)) in where_.iter().enumerate() {
         for j in 0..spec.chunks {
             let chunk = o * spec.chunks + j;
             for (h, members) in hosts.iter().enumerate() {
