@@ -110,6 +110,16 @@ fn allpairs_in_place_with_scratch_nops_and_fused_reduces() {
     assert_eq!(normalized(&round_trip(&p)), normalized(&p));
 }
 
+/// The writer's output for the msccl-tools-style file and for the lenient
+/// file (comments, hex, CRLF, unknown elements gone), pinned.
+#[test]
+fn written_schedules_snapshot() {
+    let p = load(&data("allpairs_rs_4.xml")).unwrap();
+    insta::assert_snapshot!("allpairs_rs_4_written", writer::to_string(&p));
+    let p = load(&data("lenient.xml")).unwrap();
+    insta::assert_snapshot!("lenient_written", writer::to_string(&p));
+}
+
 #[test]
 fn legacy_reduce_scatter() {
     let p = load(&data("legacy_ring_rs_4.xml")).unwrap();

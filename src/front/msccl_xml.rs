@@ -1561,6 +1561,85 @@ mod tests {
     }
 
     #[test]
+    fn legacy_only_checks() {
+        let legacy = |extra: &str, gpu_attrs: &str| {
+            gpu0(&step(OK_STEP))
+                .replace(
+                    "coll=\"reducescatter\"",
+                    &format!("coll=\"reduce_scatter\"{extra}"),
+                )
+                .replace(" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\"", "")
+                .replace("i_chunks=\"2\" o_chunks=\"1\"", gpu_attrs)
+        };
+        let ok = "i_chunks=\"2\" o_chunks=\"1\"";
+        parse(&legacy("", ok), "t.xml").unwrap();
+        parse(
+            &legacy(" nthreads=\"64\" minBytes=\"5\" maxBytes=\"5\"", ok),
+            "t.xml",
+        )
+        .unwrap();
+        assert!(
+            err(&legacy(" minBytes=\"6\" maxBytes=\"5\"", ok)).contains("greater than maxBytes")
+        );
+        assert!(err(&legacy(" minBytes=\"-1\"", ok)).contains("negative"));
+        assert!(err(&legacy(" nthreads=\"33\"", ok)).contains("multiple of 32"));
+        // o_chunks × ngpus must be nchunksperloop when > 0; 0 is not checked.
+        assert!(err(&legacy("", "i_chunks=\"2\" o_chunks=\"2\""))
+            .contains("do not match nchunksperloop"));
+        parse(&legacy("", "i_chunks=\"2\" o_chunks=\"0\""), "t.xml").unwrap();
+        // The executor checks none of these.
+        let exec = gpu0(&step(OK_STEP)).replace("o_chunks=\"1\"", "o_chunks=\"2\"");
+        parse(&exec.replace("minBytes=\"0\"", "minBytes=\"9\""), "t.xml").unwrap();
+    }
+
+    #[test]
+    fn per_channel_and_children_limits() {
+        // 33 threadblocks with a send peer on channel 0, each sending.
+        let tbs: Vec<String> = (0..33)
+            .map(|t| {
+                format!(
+                    "    <tb id=\"{t}\" send=\"1\" recv=\"-1\" chan=\"0\">\n{}\n    </tb>",
+                    step(OK_STEP)
+                )
+            })
+            .collect();
+        let text = doc(&format!(
+            "  <gpu id=\"0\" i_chunks=\"2\" o_chunks=\"1\" s_chunks=\"0\">\n{}\n  </gpu>",
+            tbs.join("\n")
+        ));
+        let e = err(&text);
+        assert!(
+            e.contains("too many threadblocks with a send peer on channel 0"),
+            "{e}"
+        );
+        assert!(e.contains(&format!("line {}", 2 + 32 * 3 + 2)), "{e}");
+        parse(
+            &text.replace(
+                "<tb id=\"32\" send=\"1\" recv=\"-1\" chan=\"0\">",
+                "<tb id=\"32\" send=\"1\" recv=\"-1\" chan=\"1\">",
+            ),
+            "t.xml",
+        )
+        .unwrap();
+        // More than 1024 steps in one threadblock.
+        let steps: Vec<String> = (0..1025).map(|_| step(OK_STEP)).collect();
+        assert!(err(&gpu0(&steps.join("\n"))).contains("more than 1024 <step>"));
+    }
+
+    #[test]
+    fn comments() {
+        let t = gpu0(&step(OK_STEP));
+        parse(
+            &format!("<!---->\n<!-- a -- b -->\n{t}<!--\n\n-->\n"),
+            "t.xml",
+        )
+        .unwrap();
+        assert!(err(&format!("<!-->\n{t}")).contains("unterminated comment"));
+        let p = parse(&format!("<!--\n\n-->{t}"), "t.xml").unwrap();
+        assert_eq!(p.gpus[0].line, 4);
+    }
+
+    #[test]
     fn legacy_dialect() {
         let t = gpu0(&step(OK_STEP))
             .replace("coll=\"reducescatter\"", "coll=\"reduce_scatter\"")
