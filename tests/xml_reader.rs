@@ -141,6 +141,11 @@ fn legacy_reduce_scatter() {
 
 #[test]
 fn lenient_forms_the_runtime_accepts() {
+    let raw = std::fs::read_to_string(data("lenient.xml")).unwrap();
+    assert!(
+        raw.contains("\r\n"),
+        "lenient.xml must keep its CRLF line ends"
+    );
     let p = load(&data("lenient.xml")).unwrap();
     assert_eq!(p.proto, Proto::LL128);
     assert_eq!(p.nchannels, 1, "0x1 is hex");
