@@ -25,8 +25,24 @@ pub const MAX_NAME: usize = 63;
 pub fn write<W: Write>(p: &Program, out: W) -> io::Result<()> {
     let mut w = Out {
         buf: Vec::with_capacity(1 << 16),
-        out,
+        out: Some(out),
     };
+    emit(p, &mut w)
+}
+
+/// The MSCCL XML text of `p`.
+pub fn to_string(p: &Program) -> String {
+    let mut w: Out<io::Sink> = Out {
+        buf: Vec::with_capacity(256 + 112 * p.num_steps() + 40 * p.num_tbs()),
+        out: None,
+    };
+    // Without a writer nothing can fail.
+    let _ = emit(p, &mut w);
+    // Every byte written is ASCII (clean_name keeps only ASCII).
+    String::from_utf8(w.buf).unwrap_or_default()
+}
+
+fn emit<W: Write>(p: &Program, w: &mut Out<W>) -> io::Result<()> {
     w.raw(b"<algo name=\"");
     w.raw(&clean_name(&p.name));
     w.raw(b"\" proto=\"");
@@ -91,15 +107,6 @@ pub fn write<W: Write>(p: &Program, out: W) -> io::Result<()> {
     w.flush()
 }
 
-/// The MSCCL XML text of `p`.
-pub fn to_string(p: &Program) -> String {
-    let mut v = Vec::with_capacity(256 + 110 * p.num_steps() + 40 * p.num_tbs());
-    // Writing to a Vec cannot fail.
-    let _ = write(p, &mut v);
-    // Every byte written is ASCII (clean_name keeps only ASCII).
-    String::from_utf8(v).unwrap_or_default()
-}
-
 /// The name as written: characters outside `[A-Za-z0-9_.-]` become `_`
 /// (the runtime decodes no entities and stops at `"`), cut to 63 characters.
 fn clean_name(name: &str) -> Vec<u8> {
@@ -115,9 +122,11 @@ fn clean_name(name: &str) -> Vec<u8> {
         .collect()
 }
 
+/// Output buffer; with a writer it is handed over every 64 KiB, without
+/// one it collects the whole text.
 struct Out<W: Write> {
     buf: Vec<u8>,
-    out: W,
+    out: Option<W>,
 }
 
 impl<W: Write> Out<W> {
@@ -140,17 +149,24 @@ impl<W: Write> Out<W> {
     /// Hand the buffer to the writer once it holds 64 KiB.
     #[inline]
     fn spill(&mut self) -> io::Result<()> {
-        if self.buf.len() >= 1 << 16 {
-            self.out.write_all(&self.buf)?;
-            self.buf.clear();
+        if let Some(out) = &mut self.out {
+            if self.buf.len() >= 1 << 16 {
+                out.write_all(&self.buf)?;
+                self.buf.clear();
+            }
         }
         Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.out.write_all(&self.buf)?;
-        self.buf.clear();
-        self.out.flush()
+        match &mut self.out {
+            Some(out) => {
+                out.write_all(&self.buf)?;
+                self.buf.clear();
+                out.flush()
+            }
+            None => Ok(()),
+        }
     }
 }
 

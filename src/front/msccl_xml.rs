@@ -58,12 +58,15 @@ pub fn load(path: &Path) -> Result<Program, FrontError> {
 /// Parse MSCCL XML text; `file` names the source in error messages.
 pub fn parse(text: &str, file: &str) -> Result<Program, FrontError> {
     Parser {
+        steps: Vec::new(),
         lx: Lexer {
             s: text.as_bytes(),
             pos: 0,
             line: 1,
             file,
             after_root: false,
+            attrs: [Attr::default(); MAX_ATTRS],
+            serial: 0,
         },
     }
     .document()
@@ -92,8 +95,11 @@ struct Attr<'a> {
 struct Tag<'a> {
     kind: Kind,
     name: &'a [u8],
-    attrs: [Attr<'a>; MAX_ATTRS],
+    /// Attributes kept (at most 16); they live in `Lexer::attrs` until the
+    /// next tag is read.
     nattrs: usize,
+    /// Which tag of the lexer this is (to check `Lexer::attrs` is its own).
+    serial: u64,
     /// The tag had attributes beyond the 16 slots (dropped, as the runtime).
     extra: bool,
     line: usize,
@@ -104,20 +110,6 @@ struct Tag<'a> {
 impl<'a> Tag<'a> {
     fn name_str(&self) -> String {
         show(self.name)
-    }
-
-    /// Look up several keys in one pass over the slots (first match wins).
-    fn get_all<const N: usize>(&self, keys: &[&str; N]) -> [Option<&'a [u8]>; N] {
-        let mut out = [None; N];
-        for a in &self.attrs[..self.nattrs] {
-            for (i, k) in keys.iter().enumerate() {
-                if out[i].is_none() && a.key == k.as_bytes() {
-                    out[i] = Some(a.value);
-                    break;
-                }
-            }
-        }
-        out
     }
 }
 
@@ -150,6 +142,20 @@ fn error(file: &str, line: usize, elem: &str, msg: impl fmt::Display) -> FrontEr
     }
 }
 
+/// Bytes that end a word of a tag: the runtime's delimiters, `=`, and a tab
+/// (which rscc rejects inside tags).
+const WORD_END: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b' ' as usize] = true;
+    t[b'>' as usize] = true;
+    t[b'/' as usize] = true;
+    t[b'\n' as usize] = true;
+    t[b'\r' as usize] = true;
+    t[b'=' as usize] = true;
+    t[b'\t' as usize] = true;
+    t
+};
+
 struct Lexer<'a> {
     s: &'a [u8],
     pos: usize,
@@ -157,9 +163,34 @@ struct Lexer<'a> {
     file: &'a str,
     /// The root element has been closed (for messages only).
     after_root: bool,
+    /// The attributes of the last tag read.
+    attrs: [Attr<'a>; MAX_ATTRS],
+    /// Tags read so far.
+    serial: u64,
 }
 
 impl<'a> Lexer<'a> {
+    /// Look up several keys among the attributes of `tag`, the last tag
+    /// read, in one pass over its slots (first match wins).
+    fn get_all<const N: usize>(&self, tag: &Tag<'a>, keys: &[&str; N]) -> [Option<&'a [u8]>; N] {
+        debug_assert_eq!(tag.serial, self.serial, "attributes of an older tag");
+        let mut out = [None; N];
+        for (j, a) in self.attrs[..tag.nattrs].iter().enumerate() {
+            // Fast path: attributes in the canonical order of `keys`.
+            if j < N && out[j].is_none() && a.key == keys[j].as_bytes() {
+                out[j] = Some(a.value);
+                continue;
+            }
+            for (i, k) in keys.iter().enumerate() {
+                if out[i].is_none() && a.key == k.as_bytes() {
+                    out[i] = Some(a.value);
+                    break;
+                }
+            }
+        }
+        out
+    }
+
     fn err(&self, line: usize, elem: &str, msg: impl fmt::Display) -> FrontError {
         error(self.file, line, elem, msg)
     }
@@ -280,33 +311,32 @@ impl<'a> Lexer<'a> {
     /// the byte that ended it.
     fn word(&mut self, line: usize, elem: &[u8]) -> Result<(&'a [u8], u8), FrontError> {
         let start = self.pos;
-        loop {
-            let Some(&c) = self.s.get(self.pos) else {
-                return Err(self.err(line, &show(elem), "unexpected end of file inside a tag"));
-            };
-            self.pos += 1;
-            if c == b'=' {
-                return Ok((&self.s[start..self.pos - 1], c));
-            }
-            if self.pos - 1 - start == MAX_NAME_LEN + 1 {
-                return Err(self.err(
-                    line,
-                    &show(elem),
-                    format!("name \"{}\" is longer than the runtime's limit of {MAX_NAME_LEN} characters", show(&self.s[start..self.pos])),
-                ));
-            }
-            match c {
-                b' ' | b'>' | b'/' | b'\n' | b'\r' => return Ok((&self.s[start..self.pos - 1], c)),
-                b'\t' => {
-                    return Err(self.err(
-                        line,
-                        &show(elem),
-                        "tab character inside a tag; separate attributes with single spaces",
-                    ))
-                }
-                _ => {}
-            }
+        let rest = &self.s[start..];
+        let Some(o) = rest.iter().position(|&c| WORD_END[c as usize]) else {
+            return Err(self.err(line, &show(elem), "unexpected end of file inside a tag"));
+        };
+        let c = rest[o];
+        // The runtime fails once a word reaches index 254, except that a
+        // '=' there still ends it.
+        if o > MAX_NAME_LEN + usize::from(c == b'=') {
+            return Err(self.err(
+                line,
+                &show(elem),
+                format!(
+                    "name \"{}\" is longer than the runtime's limit of {MAX_NAME_LEN} characters",
+                    show(&rest[..o])
+                ),
+            ));
         }
+        if c == b'\t' {
+            return Err(self.err(
+                line,
+                &show(elem),
+                "tab character inside a tag; separate attributes with single spaces",
+            ));
+        }
+        self.pos = start + o + 1;
+        Ok((&rest[..o], c))
     }
 
     /// The message for a tag that did not end with `>` where it had to.
@@ -351,8 +381,8 @@ impl<'a> Lexer<'a> {
             return Ok(Tag {
                 kind: Kind::Close,
                 name,
-                attrs: [Attr::default(); MAX_ATTRS],
                 nattrs: 0,
+                serial: 0,
                 extra: false,
                 line,
                 start,
@@ -361,8 +391,8 @@ impl<'a> Lexer<'a> {
         let mut tag = Tag {
             kind: Kind::Open,
             name,
-            attrs: [Attr::default(); MAX_ATTRS],
             nattrs: 0,
+            serial: 0,
             extra: false,
             line,
             start,
@@ -380,7 +410,7 @@ impl<'a> Lexer<'a> {
                 all.push(key);
             }
             if tag.nattrs < MAX_ATTRS {
-                tag.attrs[tag.nattrs] = Attr { key, value };
+                self.attrs[tag.nattrs] = Attr { key, value };
                 tag.nattrs += 1;
             } else {
                 tag.extra = true;
@@ -394,6 +424,8 @@ impl<'a> Lexer<'a> {
         if c != b'>' {
             return Err(self.bad_end(line, name, c));
         }
+        self.serial += 1;
+        tag.serial = self.serial;
         Ok(tag)
     }
 
@@ -405,52 +437,47 @@ impl<'a> Lexer<'a> {
         elem: &[u8],
         key: &[u8],
     ) -> Result<(&'a [u8], u8), FrontError> {
-        let e = show(elem);
-        let k = show(key);
+        // This runs for every value: messages are built only on error.
+        let fail = |msg: String| self.err(line, &show(elem), msg);
+        let k = show;
         let Some(&q) = self.s.get(self.pos) else {
-            return Err(self.err(line, &e, "unexpected end of file inside a tag"));
+            return Err(fail("unexpected end of file inside a tag".into()));
         };
         if q == b'\'' {
-            return Err(self.err(
-                line,
-                &e,
-                format!("attribute {k} has a single-quoted value; the runtime reads a value opened with ' up to the next \", so use double quotes"),
-            ));
+            return Err(fail(format!(
+                "attribute {} has a single-quoted value; the runtime reads a value opened with ' up to the next \", so use double quotes",
+                k(key)
+            )));
         }
         if q != b'"' {
-            return Err(self.err(
-                line,
-                &e,
-                format!("attribute {k} has an unquoted value; values must be in double quotes"),
-            ));
+            return Err(fail(format!(
+                "attribute {} has an unquoted value; values must be in double quotes",
+                k(key)
+            )));
         }
-        self.pos += 1;
-        let start = self.pos;
+        let start = self.pos + 1;
         let Some(len) = self.s[start..]
             .iter()
             .position(|&b| b == b'"' || b == b'\n' || b == b'\r')
         else {
-            return Err(self.err(line, &e, format!("unterminated value of attribute {k}")));
+            return Err(fail(format!("unterminated value of attribute {}", k(key))));
         };
         if self.s[start + len] != b'"' {
-            return Err(self.err(
-                line,
-                &e,
-                format!("newline inside the value of attribute {k}; each tag must be on one line"),
-            ));
+            return Err(fail(format!(
+                "newline inside the value of attribute {}; each tag must be on one line",
+                k(key)
+            )));
         }
         if len > MAX_VALUE_LEN {
-            return Err(self.err(
-                line,
-                &e,
-                format!("value of attribute {k} is {len} characters long; the runtime's buffer holds at most {MAX_VALUE_LEN} (longer values overflow it)"),
-            ));
+            return Err(fail(format!(
+                "value of attribute {} is {len} characters long; the runtime's buffer holds at most {MAX_VALUE_LEN} (longer values overflow it)",
+                k(key)
+            )));
         }
-        self.pos = start + len + 1;
-        let Some(&d) = self.s.get(self.pos) else {
-            return Err(self.err(line, &e, "unexpected end of file inside a tag"));
+        let Some(&d) = self.s.get(start + len + 1) else {
+            return Err(fail("unexpected end of file inside a tag".into()));
         };
-        self.pos += 1;
+        self.pos = start + len + 2;
         Ok((&self.s[start..start + len], d))
     }
 
@@ -534,6 +561,8 @@ impl<'a> Lexer<'a> {
             line: tag.line,
             file: self.file,
             after_root: false,
+            attrs: [Attr::default(); MAX_ATTRS],
+            serial: 0,
         };
         let mut all = Vec::new();
         again.tag(Some(&mut all)).ok()?;
@@ -599,6 +628,10 @@ pub fn strtol(s: &[u8]) -> (i64, bool) {
 
 struct Parser<'a> {
     lx: Lexer<'a>,
+    /// Steps of the threadblock being read; moved out in one exact-size
+    /// allocation per threadblock (growing each TB's Vec would copy every
+    /// step about twice).
+    steps: Vec<Step>,
 }
 
 /// The `<algo>` header, as far as the `<gpu>` checks need it.
@@ -768,19 +801,22 @@ impl<'a> Parser<'a> {
 
     fn algo(&self, t: &Tag<'a>) -> Result<(Program, Header), FrontError> {
         let [name, proto, nchannels, nchunksperloop, ngpus, coll, inplace, outofplace, min_bytes, max_bytes, nthreads] =
-            t.get_all(&[
-                "name",
-                "proto",
-                "nchannels",
-                "nchunksperloop",
-                "ngpus",
-                "coll",
-                "inplace",
-                "outofplace",
-                "minBytes",
-                "maxBytes",
-                "nthreads",
-            ]);
+            self.lx.get_all(
+                t,
+                &[
+                    "name",
+                    "proto",
+                    "nchannels",
+                    "nchunksperloop",
+                    "ngpus",
+                    "coll",
+                    "inplace",
+                    "outofplace",
+                    "minBytes",
+                    "maxBytes",
+                    "nthreads",
+                ],
+            );
         let coll_v = self.required(t, "coll", coll, "")?;
         let (coll, runtime, coll_str) = if coll_v == b"reduce_scatter" {
             (Collective::ReduceScatter, Runtime::Legacy, "reduce_scatter")
@@ -915,7 +951,9 @@ impl<'a> Parser<'a> {
     }
 
     fn gpu(&mut self, t: &Tag<'a>, hdr: &Header) -> Result<GpuProgram, FrontError> {
-        let [id, ic, oc, sc] = t.get_all(&["id", "i_chunks", "o_chunks", "s_chunks"]);
+        let [id, ic, oc, sc] = self
+            .lx
+            .get_all(t, &["id", "i_chunks", "o_chunks", "s_chunks"]);
         let id = self.req_int(t, "id", id, "")?;
         let i_chunks = self.req_int(t, "i_chunks", ic, "")?;
         let o_chunks = self.req_int(t, "o_chunks", oc, "")?;
@@ -1024,7 +1062,7 @@ impl<'a> Parser<'a> {
         send_tbs: &[usize; MAX_CHAN as usize + 1],
         recv_tbs: &[usize; MAX_CHAN as usize + 1],
     ) -> Result<Threadblock, FrontError> {
-        let [id, recv, send, chan] = t.get_all(&["id", "recv", "send", "chan"]);
+        let [id, send, recv, chan] = self.lx.get_all(t, &["id", "send", "recv", "chan"]);
         let id = self.req_int(t, "id", id, "")?;
         let recv = self.req_int(t, "recv", recv, "")?;
         let send = self.req_int(t, "send", send, "")?;
@@ -1097,13 +1135,13 @@ impl<'a> Parser<'a> {
             pending_deps: 0,
             fusion: None,
         };
-        let mut steps: Vec<Step> = Vec::new();
+        self.steps.clear();
         while let Some(c) = self.lx.child(t)? {
             if c.name != b"step" {
                 self.lx.skip(&c)?;
                 continue;
             }
-            if steps.len() == MAX_SUBS {
+            if self.steps.len() == MAX_SUBS {
                 return Err(self.err(
                     c.line,
                     "step",
@@ -1120,14 +1158,14 @@ impl<'a> Parser<'a> {
                     "element inside <step>; the runtime crashes on a child element of <step>",
                 ));
             }
-            steps.push(step);
+            self.steps.push(step);
         }
         Ok(Threadblock {
             id,
             send,
             recv,
             chan,
-            steps,
+            steps: self.steps.drain(..).collect(),
             line: t.line,
         })
     }
@@ -1145,9 +1183,13 @@ impl<'a> Parser<'a> {
         recv_tbs: &[usize; MAX_CHAN as usize + 1],
         st: &mut TbState,
     ) -> Result<Step, FrontError> {
-        let [s, ty, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep] = t.get_all(&[
-            "s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep",
-        ]);
+        let [s, ty, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep] = self.lx.get_all(
+            t,
+            &[
+                "s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
+                "hasdep",
+            ],
+        );
         let s = self.req_int(t, "s", s, "")?;
         let srcoff = self.req_int(t, "srcoff", srcoff, "")?;
         let srcbuf_v = self.required(t, "srcbuf", srcbuf, "")?;
@@ -1502,6 +1544,11 @@ mod tests {
             "t.xml",
         )
         .unwrap();
+        // Names: 253 characters are fine, 254 are not (a bare word here).
+        let name =
+            |n: usize| gpu0(&step(OK_STEP)).replace("<tb ", &format!("<tb {} ", "k".repeat(n)));
+        parse(&name(253), "t.xml").unwrap();
+        assert!(err(&name(254)).contains("longer than the runtime's limit of 253"));
         // A bare attribute word is read with an empty value, as the runtime.
         parse(&gpu0(&step(OK_STEP)).replace("<tb ", "<tb extra "), "t.xml").unwrap();
         // Closing tag with a space.
@@ -1511,6 +1558,85 @@ mod tests {
             &OK_STEP.replace("cnt=\"1\"", "cnt=\"4294967297\"")
         )))
         .contains("32-bit int"));
+    }
+
+    #[test]
+    fn legacy_only_checks() {
+        let legacy = |extra: &str, gpu_attrs: &str| {
+            gpu0(&step(OK_STEP))
+                .replace(
+                    "coll=\"reducescatter\"",
+                    &format!("coll=\"reduce_scatter\"{extra}"),
+                )
+                .replace(" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\"", "")
+                .replace("i_chunks=\"2\" o_chunks=\"1\"", gpu_attrs)
+        };
+        let ok = "i_chunks=\"2\" o_chunks=\"1\"";
+        parse(&legacy("", ok), "t.xml").unwrap();
+        parse(
+            &legacy(" nthreads=\"64\" minBytes=\"5\" maxBytes=\"5\"", ok),
+            "t.xml",
+        )
+        .unwrap();
+        assert!(
+            err(&legacy(" minBytes=\"6\" maxBytes=\"5\"", ok)).contains("greater than maxBytes")
+        );
+        assert!(err(&legacy(" minBytes=\"-1\"", ok)).contains("negative"));
+        assert!(err(&legacy(" nthreads=\"33\"", ok)).contains("multiple of 32"));
+        // o_chunks × ngpus must be nchunksperloop when > 0; 0 is not checked.
+        assert!(err(&legacy("", "i_chunks=\"2\" o_chunks=\"2\""))
+            .contains("do not match nchunksperloop"));
+        parse(&legacy("", "i_chunks=\"2\" o_chunks=\"0\""), "t.xml").unwrap();
+        // The executor checks none of these.
+        let exec = gpu0(&step(OK_STEP)).replace("o_chunks=\"1\"", "o_chunks=\"2\"");
+        parse(&exec.replace("minBytes=\"0\"", "minBytes=\"9\""), "t.xml").unwrap();
+    }
+
+    #[test]
+    fn per_channel_and_children_limits() {
+        // 33 threadblocks with a send peer on channel 0, each sending.
+        let tbs: Vec<String> = (0..33)
+            .map(|t| {
+                format!(
+                    "    <tb id=\"{t}\" send=\"1\" recv=\"-1\" chan=\"0\">\n{}\n    </tb>",
+                    step(OK_STEP)
+                )
+            })
+            .collect();
+        let text = doc(&format!(
+            "  <gpu id=\"0\" i_chunks=\"2\" o_chunks=\"1\" s_chunks=\"0\">\n{}\n  </gpu>",
+            tbs.join("\n")
+        ));
+        let e = err(&text);
+        assert!(
+            e.contains("too many threadblocks with a send peer on channel 0"),
+            "{e}"
+        );
+        assert!(e.contains(&format!("line {}", 2 + 32 * 3 + 2)), "{e}");
+        parse(
+            &text.replace(
+                "<tb id=\"32\" send=\"1\" recv=\"-1\" chan=\"0\">",
+                "<tb id=\"32\" send=\"1\" recv=\"-1\" chan=\"1\">",
+            ),
+            "t.xml",
+        )
+        .unwrap();
+        // More than 1024 steps in one threadblock.
+        let steps: Vec<String> = (0..1025).map(|_| step(OK_STEP)).collect();
+        assert!(err(&gpu0(&steps.join("\n"))).contains("more than 1024 <step>"));
+    }
+
+    #[test]
+    fn comments() {
+        let t = gpu0(&step(OK_STEP));
+        parse(
+            &format!("<!---->\n<!-- a -- b -->\n{t}<!--\n\n-->\n"),
+            "t.xml",
+        )
+        .unwrap();
+        assert!(err(&format!("<!-->\n{t}")).contains("unterminated comment"));
+        let p = parse(&format!("<!--\n\n-->{t}"), "t.xml").unwrap();
+        assert_eq!(p.gpus[0].line, 4);
     }
 
     #[test]
