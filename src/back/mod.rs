@@ -1,1 +1,3 @@
-//! placeholder
+//! Back ends: writers of the central types to files.
+
+pub mod nccl_xml;

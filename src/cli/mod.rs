@@ -5,6 +5,10 @@
 //! or arguments.
 
 use clap::{Parser, Subcommand};
+
+pub mod topo;
+pub mod topo_export;
+pub mod topo_import;
 use std::fmt;
 use std::process::ExitCode;
 
@@ -47,7 +51,10 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Topology tools: import real machines, export NCCL XML.
+    Topo(topo::TopoArgs),
+}
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -58,7 +65,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let res: CliResult = match cli.cmd {};
+    let res: CliResult = match cli.cmd {
+        Command::Topo(a) => topo::run(a),
+    };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
