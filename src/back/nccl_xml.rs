@@ -519,6 +519,35 @@ mod tests {
     }
 
     #[test]
+    fn inexact_bandwidths_are_warned_and_orphans_placed() {
+        let json = r#"{"name":"t","nodes":[
+            {"id":"a","kind":"gpu","rank":0},{"id":"b","kind":"gpu","rank":1},
+            {"id":"c","kind":"gpu","rank":2}],
+          "links":[{"from":"a","to":"b","bw_gbps":33,"alpha_us":0.7,"count":2,"kind":"nvlink"},
+                   {"from":"b","to":"c","bw_gbps":33,"alpha_us":0.7,"kind":"nvlink"}]}"#;
+        let t = crate::front::topo_json::parse(json, "t.json").unwrap();
+        let ex = to_nccl_xml(&t, &HashMap::new()).unwrap();
+        assert!(
+            ex.warnings
+                .iter()
+                .any(|w| w.contains("matches no NVLink generation")),
+            "{:?}",
+            ex.warnings
+        );
+        assert!(
+            ex.warnings.iter().any(|w| w.contains("no PCIe path")),
+            "{:?}",
+            ex.warnings
+        );
+        assert!(ex.xml.contains("count=\"2\""));
+        assert_eq!(ex.xml.matches("<gpu ").count(), 3);
+        // It still reads back with the same GPU links (at the written generation's bandwidth).
+        let r = crate::front::import::import_text(&ex.xml, "x.xml", &Default::default()).unwrap();
+        assert_eq!(r.topology.num_ranks(), 3);
+        assert_eq!(r.gpus[1].fabric_links(), 3);
+    }
+
+    #[test]
     fn sm_choice() {
         assert_eq!(nvidia_sm(25.0, 6), (70, true));
         assert_eq!(nvidia_sm(25.0, 18), (90, true));

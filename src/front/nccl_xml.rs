@@ -1129,9 +1129,9 @@ pub fn import(
                     let (a, b, fwd) = if i < j { (i, j, true) } else { (j, i, false) };
                     let e = pair.entry((a, b, fabric)).or_insert((0, 0, el.line));
                     if fwd {
-                        e.0 += count
+                        e.0 = e.0.saturating_add(count)
                     } else {
-                        e.1 += count
+                        e.1 = e.1.saturating_add(count)
                     }
                     infos.entry(i).or_default().push(GpuLinkInfo {
                         target,
@@ -1182,9 +1182,9 @@ pub fn import(
         let existing = w.b.g.find_edge(gn, sw);
         match existing {
             Some(e) => {
-                w.b.g[e].count += count;
+                w.b.g[e].count = w.b.g[e].count.saturating_add(count);
                 if let Some(e2) = w.b.g.find_edge(sw, gn) {
-                    w.b.g[e2].count += count;
+                    w.b.g[e2].count = w.b.g[e2].count.saturating_add(count);
                 }
             }
             None => {

@@ -40,6 +40,10 @@ fn cell(tok: &str) -> Option<Cell> {
         "SYS" | "SOC" => Cell::Sys,
         _ => {
             let n = t.strip_prefix("NV")?.parse::<u32>().ok()?;
+            // More than 1024 bonded links is not a real machine.
+            if n > 1024 {
+                return None;
+            }
             Cell::Nv(n)
         }
     })
