@@ -316,6 +316,7 @@ pub fn import_text(
     file: &str,
     opts: &ImportOptions,
 ) -> Result<ImportReport, FrontError> {
+    let text = text.trim_start_matches('\u{feff}');
     let format = match opts.format {
         Some(f) => f,
         None => detect(text).ok_or_else(|| {
@@ -647,6 +648,14 @@ mod tests {
             Some(Format::RocmSmi)
         );
         assert_eq!(detect("hello"), None);
+    }
+
+    #[test]
+    fn bom_and_crlf_are_tolerated() {
+        let t = "\u{feff}\tGPU0\tGPU1\r\nGPU0\t X \tNV4\t0-3\r\nGPU1\tNV4\t X \t0-3\r\n";
+        let r = import_text(t, "crlf.txt", &ImportOptions::default()).unwrap();
+        assert_eq!(r.format, Format::NvidiaSmi);
+        assert_eq!(r.gpus[0].fabric_links(), 4);
     }
 
     #[test]

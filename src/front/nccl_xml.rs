@@ -8,7 +8,7 @@
 //! the file, line and element. See docs/topology-import.md.
 
 use super::import::{
-    gbps, unreachable_from_first, Builder, Format, GpuInfo, GpuLinkInfo, GpuModel, ImportOptions,
+    gbps, unreachable_from_first, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions,
     ImportReport, NicInfo, ALPHA_GPU_LINK_US, ALPHA_NET_US, ALPHA_NVSWITCH_US, ALPHA_PCIE_US,
     ALPHA_SYS_US,
 };
@@ -420,9 +420,8 @@ struct NetRec {
     mbps: f64,
 }
 
-struct Walk<'a> {
+struct Walk {
     b: Builder,
-    file: &'a str,
     warnings: Vec<String>,
     assumptions: BTreeSet<String>,
     gpus: Vec<GpuRec>,
@@ -438,7 +437,7 @@ struct Walk<'a> {
     unknown_nic_speed: usize,
 }
 
-impl Walk<'_> {
+impl Walk {
     fn host(&self, h: usize) -> Option<String> {
         self.host_names[h].clone()
     }
@@ -809,7 +808,6 @@ pub fn import(
 
     let mut w = Walk {
         b: Builder::default(),
-        file,
         warnings,
         assumptions: BTreeSet::new(),
         gpus: Vec::new(),
@@ -821,7 +819,6 @@ pub fn import(
         virtual_switches: 0,
         unknown_nic_speed: 0,
     };
-    let _ = w.file;
 
     // CPUs.
     let mut cpus: Vec<(NodeIndex, usize, f64, String)> = Vec::new();
@@ -1001,7 +998,11 @@ pub fn import(
             (None, Some(s)) => format!("sm{s}"),
             (None, None) => "unknown".into(),
         };
-        if g.links.iter().any(|(_, f)| *f != "c2c") {
+        let own = g.busid.as_deref().unwrap_or("");
+        if g.links
+            .iter()
+            .any(|(el, f)| *f != "c2c" && el.attr("target").map(norm_busid).as_deref() != Some(own))
+        {
             w.assumptions.insert(format!(
                 "{} per-link bandwidth {} GB/s per direction: hardware figure ({what}; topologies.md §1), not NCCL's model value",
                 if amd { "xGMI" } else { "NVLink" },
@@ -1338,16 +1339,6 @@ pub fn import(
         gpus,
         nics,
     })
-}
-
-/// Facts about a GPU model, for messages (unused by the XML reader beyond `--gpu`).
-pub fn describe_model(m: &GpuModel) -> String {
-    format!(
-        "{} ({} {} GB/s per link)",
-        m.name,
-        m.fabric,
-        gbps(m.link_gbps)
-    )
 }
 
 #[cfg(test)]
