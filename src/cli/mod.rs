@@ -5,12 +5,12 @@
 //! or arguments.
 
 use clap::{Parser, Subcommand};
+use std::fmt;
+use std::process::ExitCode;
 
 pub mod topo;
 pub mod topo_export;
 pub mod topo_import;
-use std::fmt;
-use std::process::ExitCode;
 
 /// An error that ends the command with a message and an exit code.
 #[derive(Debug)]
