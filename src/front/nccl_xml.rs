@@ -911,7 +911,10 @@ pub fn import(
                 g.line,
                 g.busid.clone().unwrap_or_default()
             ));
-            w.b.g[g.node].kind = NodeKind::Switch; // keep the graph shape; it no longer computes
+            // Keep the graph shape (it still forwards over PCIe) but it is no rank.
+            let (node, id) = (g.node, format!("unranked-gpu@{}", g.busid.clone().unwrap_or_default()));
+            w.b.g[node].kind = NodeKind::Switch;
+            w.b.rename(node, &id);
         }
         keep.sort_by_key(|&i| (w.gpus[i].rank, i));
         for pair in keep.windows(2) {
