@@ -912,7 +912,10 @@ pub fn import(
                 g.busid.clone().unwrap_or_default()
             ));
             // Keep the graph shape (it still forwards over PCIe) but it is no rank.
-            let (node, id) = (g.node, format!("unranked-gpu@{}", g.busid.clone().unwrap_or_default()));
+            let (node, id) = (
+                g.node,
+                format!("unranked-gpu@{}", g.busid.clone().unwrap_or_default()),
+            );
             w.b.g[node].kind = NodeKind::Switch;
             w.b.rename(node, &id);
         }
@@ -1446,6 +1449,29 @@ mod tests {
         assert_eq!(r.topology.num_hosts(), 2);
         // 18 NVLink 5 links + PCIe without link_speed (Gen3 ×16 = 12).
         assert_eq!(r.topology.gpu_bandwidth(0).0, 18.0 * 50.0 + 12.0);
+    }
+
+    #[test]
+    fn unranked_gpus_are_skipped_when_others_have_ranks() {
+        let t = r#"<system version="1"><cpu numaid="0">
+<pci busid="0000:01:00.0" class="0x030200"><gpu dev="0" sm="90" rank="0"/></pci>
+<pci busid="0000:02:00.0" class="0x030200"/>
+<pci busid="0000:03:00.0" class="0x030200"><gpu dev="2" sm="90" rank="5"/></pci>
+</cpu></system>"#;
+        let r = imp(t).unwrap();
+        assert_eq!(r.topology.num_ranks(), 2);
+        assert_eq!(r.gpus[1].busid.as_deref(), Some("0000:03:00.0"));
+        assert!(r
+            .warnings
+            .iter()
+            .any(|w| w.contains("line 3") && w.contains("no rank")));
+        assert!(r.warnings.iter().any(|w| w.contains("renumbered")));
+        let t2 = t.replace("rank=\"5\"", "rank=\"0\"");
+        let e = imp(&t2).unwrap_err();
+        assert!(
+            e.msg.contains("line 4") && e.msg.contains("repeats the rank"),
+            "{e}"
+        );
     }
 
     #[test]
