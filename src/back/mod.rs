@@ -1,3 +1,4 @@
-//! Back ends: Program → files (MSCCL XML).
+//! Back ends: Program → MSCCL XML, Topology → NCCL topology XML.
 
 pub mod msccl_xml;
+pub mod nccl_xml;

@@ -13,6 +13,9 @@ pub mod verify;
 use std::fmt;
 use std::process::ExitCode;
 
+pub mod topo_export;
+pub mod topo_import;
+
 /// An error that ends the command with a message and an exit code.
 #[derive(Debug)]
 pub struct CliError {
@@ -57,7 +60,7 @@ pub enum Command {
     Synth(synth::SynthArgs),
     /// Verify an MSCCL XML file symbolically.
     Verify(verify::VerifyArgs),
-    /// Topology files: generate, show.
+    /// Topology files: generate, show, import, export.
     Topo(topo::TopoArgs),
 }
 

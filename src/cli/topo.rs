@@ -30,6 +30,10 @@ pub enum TopoCmd {
     Generate(GenerateArgs),
     /// Show a topology file: GPUs, links, switches and NICs, per-GPU bandwidth.
     Show(ShowArgs),
+    /// Import a real machine's dump (NCCL/RCCL XML, nvidia-smi, rocm-smi) as rscc JSON.
+    Import(super::topo_import::ImportArgs),
+    /// Export a topology as NCCL topology XML (NCCL_TOPO_FILE).
+    Export(super::topo_export::ExportArgs),
 }
 
 #[derive(Args, Debug)]
@@ -90,6 +94,8 @@ pub fn run(args: TopoArgs) -> CliResult {
     match args.cmd {
         TopoCmd::Generate(a) => run_generate(a),
         TopoCmd::Show(a) => run_show(a),
+        TopoCmd::Import(a) => super::topo_import::run(a),
+        TopoCmd::Export(a) => super::topo_export::run(a),
     }
 }
 

@@ -3,7 +3,11 @@
 
 pub mod generate;
 pub mod hosts;
+pub mod import;
 pub mod msccl_xml;
+pub mod nccl_xml;
+pub mod nvidia_smi;
+pub mod rocm_smi;
 pub mod topo_json;
 
 use crate::ir::Topology;
@@ -51,7 +55,8 @@ pub fn read_text(path: &Path) -> Result<String, FrontError> {
 }
 
 /// Load a topology from a file. The format is chosen by content: rscc JSON
-/// (a leading `{`). Other formats are added by the importers.
+/// (a leading `{`), NCCL/RCCL topology XML, `nvidia-smi topo -m` or
+/// `rocm-smi --showtopo` text (see `import`; defaults for the GPU model).
 pub fn load_topology(path: &Path) -> Result<Topology, FrontError> {
     let name = path.display().to_string();
     let text = read_text(path)?;
@@ -61,9 +66,6 @@ pub fn load_topology(path: &Path) -> Result<Topology, FrontError> {
     } else if trimmed.is_empty() {
         Err(FrontError::new(&name, "the file is empty"))
     } else {
-        Err(FrontError::new(
-            &name,
-            "unrecognised topology format (expected rscc topology JSON starting with '{')",
-        ))
+        import::import_text(&text, &name, &import::ImportOptions::default()).map(|r| r.topology)
     }
 }
