@@ -405,12 +405,12 @@ fn time_and_alpha_bounds() {
     // x* = 7/50: T* = (S/8)·7/50 /1e3 µs; at 8 MB: 1e6·0.14/1e3 = 140 µs.
     let tb = bound::time_bound_us(&b, 8_000_000);
     assert!((tb - 140.0).abs() < 1e-9, "{tb}");
-    // Small size: the α-aware bound is the farthest shard's path: 4 hops of
-    // 0.7 µs plus 4 · (shard / 25 GB/s).
+    // Small size: the α-aware bound is the farthest rank's path α (4 hops of
+    // 0.7 µs) plus one shard into a GPU at its 50 GB/s ingress.
     let s = 8000u64;
-    let shard_us = (s as f64 / 8.0) / 25e3;
+    let shard_us = (s as f64 / 8.0) / 50e3;
     let ab = bound::alpha_bound_us(&t, RS, s).unwrap();
-    assert!((ab - 4.0 * (0.7 + shard_us)).abs() < 1e-9, "{ab}");
+    assert!((ab - (4.0 * 0.7 + shard_us)).abs() < 1e-9, "{ab}");
     // Large size: the bandwidth bound wins.
     let big = 1u64 << 30;
     let ab = bound::alpha_bound_us(&t, RS, big).unwrap();

@@ -297,8 +297,18 @@ pub fn time_bound_us(b: &BandwidthBound, size_bytes: u64) -> f64 {
     size_bytes as f64 / b.ranks as f64 * b.x_star_f64() / 1e3
 }
 
-/// Largest over ordered rank pairs of the cheapest store-and-forward time of
-/// one whole shard (S/N bytes) along any path: Σ_e (α_e + (S/N)/b_e), µs.
+/// The latency part of the α-aware bound: the largest over ordered rank
+/// pairs (s, d) of the least total α of any path s → d, plus the time to
+/// bring one shard (S/N bytes) into d at its total ingress capacity:
+/// max_(s,d) [ min_path Σ α_e + (S/N) / B_in(d) ], µs.
+///
+/// Every element of d's shard needs a byte carrying s's contribution; none
+/// can arrive before the cheapest path's α, and they enter d at no more than
+/// B_in(d). (synthesis.md §5.3 charges the whole shard store-and-forward on
+/// every hop, Σ_e (α_e + (S/N)/b_e); that is not a lower bound once a shard
+/// is split or pipelined — the bidirectional ring8 reduce-scatter reaches
+/// 7/50 per shard byte-time, below its 4 hops · 2/50 — so rscc uses this
+/// weaker, valid form.)
 pub fn shard_path_bound_us(topo: &Topology, size_bytes: u64) -> Result<f64, BoundError> {
     let nr = topo.num_ranks();
     if nr < 2 {
@@ -308,21 +318,20 @@ pub fn shard_path_bound_us(topo: &Topology, size_bytes: u64) -> Result<f64, Boun
     let g = &topo.graph;
     let mut worst = 0.0f64;
     for s in 0..nr {
-        let dist = dijkstra(topo, s, |l| {
-            l.alpha_us + shard / (l.capacity_gbps().max(f64::MIN_POSITIVE) * 1e3)
-        });
+        let dist = dijkstra(topo, s, |l| l.alpha_us.max(0.0));
         for (d, &dn) in topo.ranks.iter().enumerate() {
             if d == s {
                 continue;
             }
             let t = dist[dn.index()];
-            if !t.is_finite() {
+            let (_, b_in) = topo.gpu_bandwidth(d);
+            if !t.is_finite() || b_in <= 0.0 {
                 return Err(BoundError::Unreachable {
                     from: g[topo.ranks[s]].id.clone(),
                     to: g[dn].id.clone(),
                 });
             }
-            worst = worst.max(t);
+            worst = worst.max(t + shard / (b_in * 1e3));
         }
     }
     Ok(worst)

@@ -4,6 +4,10 @@
 //! Exit codes: 0 success; 1 input read but a check failed; 2 unusable input
 //! or arguments.
 
+pub mod bound;
+pub mod simulate;
+pub mod sizes;
+
 use clap::{Parser, Subcommand};
 use std::fmt;
 use std::process::ExitCode;
@@ -47,7 +51,10 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    Bound(bound::BoundArgs),
+    Simulate(simulate::SimulateArgs),
+}
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -58,7 +65,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let res: CliResult = match cli.cmd {};
+    let res: CliResult = match cli.cmd {
+        Command::Bound(a) => bound::run(a),
+        Command::Simulate(a) => simulate::run(a),
+    };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
