@@ -545,3 +545,23 @@ fn report_rows_use_nccl_tests_definitions() {
     assert!(b > 4.0 && b < 4.01, "{b}");
     assert!(b <= small[0].time_us);
 }
+
+/// The worked example of docs/cost-model.md, number for number.
+#[test]
+fn worked_example_in_docs() {
+    let topo = ring_topo(8, 25.0, 1.0);
+    let p = ring_program(8);
+    let s = 8u64 << 20; // 8 MiB: chunk 1 MiB, one 2 MiB tile
+    let r = sim::simulate(&p, &topo, s, &SimOptions::default()).unwrap();
+    assert_eq!(r.tiles, 1);
+    assert!((r.time_us - 300.60).abs() < 0.01, "{}", r.time_us);
+    let row = &sim::busbw_table(&p, &topo, &[s], &SimOptions::default()).unwrap()[0];
+    assert!((row.algbw_gbps - 27.91).abs() < 0.01, "{}", row.algbw_gbps);
+    assert!((row.busbw_gbps - 24.42).abs() < 0.01, "{}", row.busbw_gbps);
+    assert!((row.bound_us.unwrap() - 146.80).abs() < 0.01);
+    assert!((row.bound_ratio.unwrap() - 0.488).abs() < 0.001);
+    // 64 MiB: chunk 8 MiB = 4 tiles; lockstep 4 · 7 · (1 + 2 MiB / 25 GB/s).
+    let r = sim::simulate(&p, &topo, 64 << 20, &SimOptions::default()).unwrap();
+    assert_eq!(r.tiles, 4);
+    assert!((r.time_us - 2376.82).abs() < 0.01, "{}", r.time_us);
+}
