@@ -189,28 +189,41 @@ pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBou
         return Err(BoundError::TooFewRanks(nr));
     }
     let cg = cut_graph(topo, coll)?;
-    let nr_q = BigRational::from_integer(BigInt::from(nr));
-    // Start from the best per-GPU cut S = V ∖ {v}: (N − 1) / B_in(v).
-    let mut best: Option<(BigRational, Vec<bool>)> = None;
-    for &v in &cg.gpus {
-        let mut inside = vec![true; cg.n];
-        inside[v] = false;
-        let r = cut_ratio(&cg, &inside).ok_or_else(|| unreachable_err(topo, &cg, &inside))?;
-        if best.as_ref().is_none_or(|(b, _)| r > *b) {
-            best = Some((r, inside));
+    // Start from the best per-GPU cut S = V ∖ {v}: (N − 1) / (capacity into v
+    // in the cut graph).
+    let mut into = vec![BigRational::zero(); cg.n];
+    for (a, b, c) in &cg.edges {
+        if a != b {
+            into[*b] += c;
         }
     }
-    let (mut x, mut side) = best.ok_or(BoundError::TooFewRanks(nr))?;
+    let mut best: Option<(BigRational, usize)> = None;
+    let nm1 = BigRational::from_integer(BigInt::from(nr - 1));
+    for &v in &cg.gpus {
+        if into[v].is_zero() {
+            let mut inside = vec![true; cg.n];
+            inside[v] = false;
+            return Err(unreachable_err(topo, &cg, &inside));
+        }
+        let r = &nm1 / &into[v];
+        if best.as_ref().is_none_or(|(b, _)| r > *b) {
+            best = Some((r, v));
+        }
+    }
+    let (mut x, v0) = best.ok_or(BoundError::TooFewRanks(nr))?;
+    let mut side = vec![true; cg.n];
+    side[v0] = false;
     // Dinkelbach: x is feasible iff for every GPU v, max-flow from a source
     // with capacity 1 into every GPU, edge capacities scaled by x, reaches N.
     // A violating min cut has a strictly larger ratio; move x to it.
+    let sc = flow::scale(&cg.edges);
     let mut clean = 0usize;
     let mut k = 0usize;
     while clean < cg.gpus.len() {
         let v = cg.gpus[k % cg.gpus.len()];
         k += 1;
-        let (value, reach) = flow::max_flow_from_gpus(cg.n, &cg.edges, &cg.gpus, &x, v);
-        if value < nr_q {
+        let (ok, reach) = flow::feasible_for(cg.n, &cg.edges, &sc, &cg.gpus, &x, v);
+        if !ok {
             let inside = reach;
             let r = cut_ratio(&cg, &inside).ok_or_else(|| unreachable_err(topo, &cg, &inside))?;
             if r <= x {
