@@ -136,3 +136,15 @@ fn unreadable_inputs_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--sizes"));
 }
+
+#[test]
+fn ring_baseline_matches_the_ring_program() {
+    let topo = ring(8);
+    let opts = SimOptions::default();
+    let base = sim::report::ring_baseline(&topo, &[1 << 24], &opts)
+        .unwrap()
+        .unwrap();
+    let p = programs::ring_reduce_scatter(8).unwrap();
+    let direct = sim::busbw_table(&p, &topo, &[1 << 24], &opts).unwrap();
+    assert_eq!(base, direct);
+}

@@ -74,3 +74,30 @@ pub fn busbw_table(
     }
     Ok(rows)
 }
+
+/// The ring baseline on the same topology, scored the same way: the
+/// reduce-scatter ring in rank order ([`super::programs::ring_reduce_scatter`]),
+/// for `rscc synth`'s "× the ring" column. `None` below 2 ranks.
+pub fn ring_baseline(
+    topo: &Topology,
+    sizes: &[u64],
+    opts: &SimOptions,
+) -> Result<Option<Vec<Row>>, SimError> {
+    match super::programs::ring_reduce_scatter(topo.num_ranks()) {
+        Some(p) => busbw_table(&p, topo, sizes, opts).map(Some),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factors_and_counts() {
+        assert_eq!(busbw_factor(Collective::ReduceScatter, 8), 7.0 / 8.0);
+        assert_eq!(busbw_factor(Collective::AllReduce, 4), 1.5);
+        assert_eq!(element_count(Collective::ReduceScatter, 8, 1 << 20), 32768);
+        assert_eq!(element_count(Collective::AllReduce, 8, 1 << 20), 262144);
+    }
+}
