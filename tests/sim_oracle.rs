@@ -565,3 +565,46 @@ fn worked_example_in_docs() {
     assert_eq!(r.tiles, 4);
     assert!((r.time_us - 2376.82).abs() < 0.01, "{}", r.time_us);
 }
+
+/// The bound is a lower bound of the simulator: on random rings and
+/// switches, with random bandwidths, α, sizes and tiling, no schedule beats it.
+#[test]
+fn simulated_times_never_beat_the_bound() {
+    let mut seed: u64 = 0x2545f4914f6cdd1d;
+    let mut rnd = move |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    for _ in 0..60 {
+        let n = 2 + rnd(7) as usize;
+        let alpha = rnd(4) as f64 * 0.5;
+        let bws: Vec<f64> = (0..n).map(|_| (5 + rnd(60)) as f64).collect();
+        let topo = if rnd(2) == 0 {
+            ring_topo(n, bws[0], alpha)
+        } else {
+            switch_topo(n, &bws, alpha)
+        };
+        let p = if rnd(2) == 0 {
+            programs::ring_reduce_scatter(n).unwrap()
+        } else {
+            programs::direct_reduce_scatter(n).unwrap()
+        };
+        let size = 1u64 << (10 + rnd(21));
+        let opts = SimOptions {
+            tiling: rnd(2) == 0,
+            tile_bytes: 1 << (16 + rnd(6)),
+            ..SimOptions::default()
+        };
+        let row = &sim::busbw_table(&p, &topo, &[size], &opts).unwrap()[0];
+        let b = row.bound_us.unwrap();
+        assert!(
+            b <= row.time_us * (1.0 + 1e-9),
+            "{} on {} ranks, {size} B: bound {b} > time {}",
+            p.name,
+            n,
+            row.time_us
+        );
+    }
+}
