@@ -7,10 +7,12 @@
 //! `sim` predicts time, `exec` runs a Program on real data.
 
 pub mod back;
+pub mod bound;
 pub mod cli;
 pub mod compile;
 pub mod front;
 pub mod ir;
 pub mod lower;
+pub mod sim;
 pub mod synth;
 pub mod verify;

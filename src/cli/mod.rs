@@ -5,6 +5,9 @@
 //! or arguments.
 
 pub mod topo;
+pub mod bound;
+pub mod simulate;
+pub mod sizes;
 
 use clap::{Parser, Subcommand};
 
@@ -62,6 +65,8 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Topology files: generate, show, import, export.
     Topo(topo::TopoArgs),
+    Bound(bound::BoundArgs),
+    Simulate(simulate::SimulateArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -77,6 +82,8 @@ pub fn main() -> ExitCode {
         Command::Synth(a) => synth::run(a),
         Command::Verify(a) => verify::run(a),
         Command::Topo(a) => topo::run(a),
+        Command::Bound(a) => bound::run(a),
+        Command::Simulate(a) => simulate::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

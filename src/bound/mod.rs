@@ -1,0 +1,476 @@
+//! Lower bounds on the time of a collective on a topology
+//! (synthesis.md §5): the exact bandwidth (cut) bound x*, the α-aware bound
+//! for small sizes, and the SCCL-style step bound.
+//!
+//! x* = max over cuts S (with at least one GPU inside and one outside) of
+//! |S ∩ GPUs| / B⁺(S) for allgather, and the same on the reversed graph
+//! (capacity *entering* S) for reduce-scatter. It is computed exactly with
+//! rational arithmetic by Dinkelbach (Newton) iteration on the cut ratio,
+//! each step an exact max-flow / min-cut on rational capacities.
+
+mod flow;
+
+use crate::ir::{Collective, NodeKind, Topology};
+use num_bigint::BigInt;
+use num_rational::BigRational;
+use num_traits::{One, Signed, ToPrimitive, Zero};
+use petgraph::visit::EdgeRef;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
+use std::fmt;
+
+/// Why a bound could not be computed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BoundError {
+    /// The topology has fewer than two ranks.
+    TooFewRanks(usize),
+    /// The collective has no bound here (e.g. allreduce).
+    Unsupported(Collective),
+    /// Data cannot get from one rank to another at all.
+    Unreachable { from: String, to: String },
+    /// A link capacity is not a finite positive number.
+    BadCapacity { from: String, to: String, gbps: f64 },
+}
+
+impl fmt::Display for BoundError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BoundError::TooFewRanks(n) => {
+                write!(f, "the topology has {n} rank(s); a bound needs at least 2")
+            }
+            BoundError::Unsupported(c) => {
+                write!(f, "no lower bound is implemented for {}", c.display())
+            }
+            BoundError::Unreachable { from, to } => write!(
+                f,
+                "no path from {from} to {to}: the collective cannot complete on this topology"
+            ),
+            BoundError::BadCapacity { from, to, gbps } => write!(
+                f,
+                "link {from} -> {to} has capacity {gbps} GB/s; it must be finite and positive"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BoundError {}
+
+/// The cut that attains x*.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BindingCut {
+    /// Node ids of S (for reduce-scatter: the side the data must *enter*;
+    /// for allgather: the side it must *leave*).
+    pub inside: Vec<String>,
+    /// Node ids of V ∖ S.
+    pub outside: Vec<String>,
+    /// |S ∩ GPUs|.
+    pub gpus_inside: usize,
+    /// Capacity crossing the cut in the binding direction, GB/s, exact.
+    pub capacity_gbps: BigRational,
+}
+
+/// The exact bandwidth bound of a collective on a topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BandwidthBound {
+    pub coll: Collective,
+    pub ranks: usize,
+    /// x* in seconds·GB/s per byte-of-shard units: T* = (M/N)·x* with M in
+    /// GB and T in s; |S ∩ GPUs| / (GB/s).
+    pub x_star: BigRational,
+    /// algbw limit N / x*, GB/s.
+    pub algbw_limit_gbps: f64,
+    pub binding_cut: BindingCut,
+}
+
+impl BandwidthBound {
+    /// x* as a reduced fraction "p/q" (or "p" when q = 1).
+    pub fn x_star_string(&self) -> String {
+        ratio_string(&self.x_star)
+    }
+    pub fn x_star_f64(&self) -> f64 {
+        ratio_f64(&self.x_star)
+    }
+}
+
+/// "p/q", or "p" for integers.
+pub fn ratio_string(r: &BigRational) -> String {
+    if r.denom().is_one() {
+        r.numer().to_string()
+    } else {
+        format!("{}/{}", r.numer(), r.denom())
+    }
+}
+
+/// Nearest f64 of a rational.
+pub fn ratio_f64(r: &BigRational) -> f64 {
+    r.to_f64().unwrap_or(f64::NAN)
+}
+
+/// The rational a user meant by `x`: the simplest fraction within a relative
+/// 1e-12 of the f64 (so 12.5 → 25/2, 1000/23 as f64 → 1000/23, 0.3 → 3/10).
+/// `None` for non-finite or non-positive values.
+pub fn f64_to_rational(x: f64) -> Option<BigRational> {
+    if !x.is_finite() || x <= 0.0 {
+        return None;
+    }
+    let exact = BigRational::from_float(x)?;
+    let tol = &exact * BigRational::new(BigInt::one(), BigInt::from(1_000_000_000_000i64));
+    // Continued-fraction convergents of the exact value.
+    let (mut p0, mut q0) = (BigInt::zero(), BigInt::one());
+    let (mut p1, mut q1) = (BigInt::one(), BigInt::zero());
+    let mut rest = exact.clone();
+    for _ in 0..64 {
+        let a = rest.floor();
+        let ai = a.to_integer();
+        let p2 = &ai * &p1 + &p0;
+        let q2 = &ai * &q1 + &q0;
+        let conv = BigRational::new(p2.clone(), q2.clone());
+        if (&conv - &exact).abs() <= tol {
+            return Some(conv);
+        }
+        let frac = &rest - &a;
+        if frac.is_zero() {
+            return Some(conv);
+        }
+        rest = frac.recip();
+        p0 = std::mem::replace(&mut p1, p2);
+        q0 = std::mem::replace(&mut q1, q2);
+    }
+    Some(exact)
+}
+
+/// Node ids, capacities (exact) and GPU flags of the graph the cut bound
+/// is taken on (reversed for reduce-scatter).
+struct CutGraph {
+    n: usize,
+    /// (from, to, capacity) in the orientation the bound uses.
+    edges: Vec<(usize, usize, BigRational)>,
+    gpus: Vec<usize>,
+}
+
+fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> {
+    let reverse = match coll {
+        Collective::ReduceScatter => true,
+        Collective::AllGather => false,
+        Collective::AllReduce => return Err(BoundError::Unsupported(coll)),
+    };
+    let g = &topo.graph;
+    let n = g.node_count();
+    let mut edges = Vec::with_capacity(g.edge_count());
+    for e in g.edge_references() {
+        let (a, b) = (e.source().index(), e.target().index());
+        let l = e.weight();
+        let cap = f64_to_rational(l.bw_gbps)
+            .filter(|_| l.count > 0)
+            .map(|r| r * BigRational::from_integer(BigInt::from(l.count)))
+            .ok_or_else(|| BoundError::BadCapacity {
+                from: g[e.source()].id.clone(),
+                to: g[e.target()].id.clone(),
+                gbps: l.capacity_gbps(),
+            })?;
+        if a == b {
+            continue;
+        }
+        edges.push(if reverse { (b, a, cap) } else { (a, b, cap) });
+    }
+    let mut gpus = Vec::new();
+    for &r in &topo.ranks {
+        gpus.push(r.index());
+    }
+    Ok(CutGraph { n, edges, gpus })
+}
+
+/// The exact bandwidth lower bound x* of `coll` on `topo` (synthesis.md §5.1).
+/// Reduce-scatter is bounded on the reversed graph. Switches, NICs and CPUs
+/// are non-compute vertices.
+pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBound, BoundError> {
+    let nr = topo.num_ranks();
+    if nr < 2 {
+        return Err(BoundError::TooFewRanks(nr));
+    }
+    let cg = cut_graph(topo, coll)?;
+    // Start from the best per-GPU cut S = V ∖ {v}: (N − 1) / (capacity into v
+    // in the cut graph).
+    let mut into = vec![BigRational::zero(); cg.n];
+    for (a, b, c) in &cg.edges {
+        if a != b {
+            into[*b] += c;
+        }
+    }
+    let mut best: Option<(BigRational, usize)> = None;
+    let nm1 = BigRational::from_integer(BigInt::from(nr - 1));
+    for &v in &cg.gpus {
+        if into[v].is_zero() {
+            let mut inside = vec![true; cg.n];
+            inside[v] = false;
+            return Err(unreachable_err(topo, &cg, &inside));
+        }
+        let r = &nm1 / &into[v];
+        if best.as_ref().is_none_or(|(b, _)| r > *b) {
+            best = Some((r, v));
+        }
+    }
+    let (mut x, v0) = best.ok_or(BoundError::TooFewRanks(nr))?;
+    let mut side = vec![true; cg.n];
+    side[v0] = false;
+    // Dinkelbach: x is feasible iff for every GPU v, max-flow from a source
+    // with capacity 1 into every GPU, edge capacities scaled by x, reaches N.
+    // A violating min cut has a strictly larger ratio; move x to it.
+    let sc = flow::scale(&cg.edges);
+    let mut clean = 0usize;
+    let mut k = 0usize;
+    while clean < cg.gpus.len() {
+        let v = cg.gpus[k % cg.gpus.len()];
+        k += 1;
+        let (ok, reach) = flow::feasible_for(cg.n, &cg.edges, &sc, &cg.gpus, &x, v);
+        if !ok {
+            let inside = reach;
+            let r = cut_ratio(&cg, &inside).ok_or_else(|| unreachable_err(topo, &cg, &inside))?;
+            if r <= x {
+                // Cannot happen with exact arithmetic; stop rather than loop.
+                break;
+            }
+            x = r;
+            side = inside;
+            clean = 0;
+        } else {
+            clean += 1;
+        }
+    }
+    let g = &topo.graph;
+    let mut inside_ids = Vec::new();
+    let mut outside_ids = Vec::new();
+    for ni in g.node_indices() {
+        if side[ni.index()] {
+            inside_ids.push(g[ni].id.clone());
+        } else {
+            outside_ids.push(g[ni].id.clone());
+        }
+    }
+    let gpus_inside = cg.gpus.iter().filter(|&&v| side[v]).count();
+    let capacity = cut_capacity(&cg, &side);
+    let algbw = nr as f64 / ratio_f64(&x);
+    Ok(BandwidthBound {
+        coll,
+        ranks: nr,
+        x_star: x,
+        algbw_limit_gbps: algbw,
+        binding_cut: BindingCut {
+            inside: inside_ids,
+            outside: outside_ids,
+            gpus_inside,
+            capacity_gbps: capacity,
+        },
+    })
+}
+
+fn cut_capacity(cg: &CutGraph, inside: &[bool]) -> BigRational {
+    let mut c = BigRational::zero();
+    for (a, b, cap) in &cg.edges {
+        if inside[*a] && !inside[*b] {
+            c += cap;
+        }
+    }
+    c
+}
+
+/// |S ∩ GPUs| / B⁺(S); None when GPUs are inside and nothing leaves.
+fn cut_ratio(cg: &CutGraph, inside: &[bool]) -> Option<BigRational> {
+    let k = cg.gpus.iter().filter(|&&v| inside[v]).count();
+    let c = cut_capacity(cg, inside);
+    if c.is_zero() {
+        if k == 0 {
+            return Some(BigRational::zero());
+        }
+        return None;
+    }
+    Some(BigRational::from_integer(BigInt::from(k)) / c)
+}
+
+fn unreachable_err(topo: &Topology, cg: &CutGraph, inside: &[bool]) -> BoundError {
+    let g = &topo.graph;
+    let a = cg.gpus.iter().find(|&&v| inside[v]);
+    let b = cg.gpus.iter().find(|&&v| !inside[v]);
+    let name = |v: Option<&usize>| {
+        v.map(|&v| g[petgraph::graph::NodeIndex::new(v)].id.clone())
+            .unwrap_or_else(|| "?".into())
+    };
+    // In the cut graph data leaves `inside`; for reduce-scatter that graph is
+    // reversed, so in the topology the missing path is outside → inside.
+    BoundError::Unreachable {
+        from: name(a),
+        to: name(b),
+    }
+}
+
+/// The bandwidth-bound time T* = (S/N)·x* in µs, with S the per-rank input
+/// bytes of a reduce-scatter (the full buffer; nccl-tests' size).
+pub fn time_bound_us(b: &BandwidthBound, size_bytes: u64) -> f64 {
+    // (S/N bytes) · x* [1/(GB/s)] = S/N/1e9 · x* s = S/N · x* / 1e3 µs.
+    size_bytes as f64 / b.ranks as f64 * b.x_star_f64() / 1e3
+}
+
+/// The latency part of the α-aware bound: the largest over ordered rank
+/// pairs (s, d) of the least total α of any path s → d, plus the time to
+/// bring one shard (S/N bytes) into d at its total ingress capacity:
+/// max_(s,d) [ min_path Σ α_e + (S/N) / B_in(d) ], µs.
+///
+/// Every element of d's shard needs a byte carrying s's contribution; none
+/// can arrive before the cheapest path's α, and they enter d at no more than
+/// B_in(d). (synthesis.md §5.3 charges the whole shard store-and-forward on
+/// every hop, Σ_e (α_e + (S/N)/b_e); that is not a lower bound once a shard
+/// is split or pipelined — the bidirectional ring8 reduce-scatter reaches
+/// 7/50 per shard byte-time, below its 4 hops · 2/50 — so rscc uses this
+/// weaker, valid form.)
+pub fn shard_path_bound_us(topo: &Topology, size_bytes: u64) -> Result<f64, BoundError> {
+    let nr = topo.num_ranks();
+    if nr < 2 {
+        return Err(BoundError::TooFewRanks(nr));
+    }
+    let shard = size_bytes as f64 / nr as f64;
+    let g = &topo.graph;
+    let mut worst = 0.0f64;
+    for s in 0..nr {
+        let dist = dijkstra(topo, s, |l| l.alpha_us.max(0.0));
+        for (d, &dn) in topo.ranks.iter().enumerate() {
+            if d == s {
+                continue;
+            }
+            let t = dist[dn.index()];
+            let (_, b_in) = topo.gpu_bandwidth(d);
+            if !t.is_finite() || b_in <= 0.0 {
+                return Err(BoundError::Unreachable {
+                    from: g[topo.ranks[s]].id.clone(),
+                    to: g[dn].id.clone(),
+                });
+            }
+            worst = worst.max(t + shard / (b_in * 1e3));
+        }
+    }
+    Ok(worst)
+}
+
+/// The α-aware lower bound of synthesis.md §5.3 for a message of
+/// `size_bytes` (nccl-tests' S): max(T_bw, slowest best shard path), µs.
+pub fn alpha_bound_us(
+    topo: &Topology,
+    coll: Collective,
+    size_bytes: u64,
+) -> Result<f64, BoundError> {
+    let b = bandwidth_bound(topo, coll)?;
+    alpha_bound_with(&b, topo, size_bytes)
+}
+
+/// As [`alpha_bound_us`], reusing an already computed bandwidth bound.
+pub fn alpha_bound_with(
+    b: &BandwidthBound,
+    topo: &Topology,
+    size_bytes: u64,
+) -> Result<f64, BoundError> {
+    Ok(time_bound_us(b, size_bytes).max(shard_path_bound_us(topo, size_bytes)?))
+}
+
+#[derive(PartialEq)]
+struct Item(f64, usize);
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.total_cmp(&self.0).then_with(|| o.1.cmp(&self.1))
+    }
+}
+
+fn dijkstra(topo: &Topology, src: usize, w: impl Fn(&crate::ir::Link) -> f64) -> Vec<f64> {
+    let g = &topo.graph;
+    let mut dist = vec![f64::INFINITY; g.node_count()];
+    let s = topo.ranks[src].index();
+    dist[s] = 0.0;
+    let mut heap = BinaryHeap::new();
+    heap.push(Item(0.0, s));
+    while let Some(Item(d, u)) = heap.pop() {
+        if d > dist[u] {
+            continue;
+        }
+        for e in g.edges(petgraph::graph::NodeIndex::new(u)) {
+            let v = e.target().index();
+            let nd = d + w(e.weight());
+            if nd < dist[v] {
+                dist[v] = nd;
+                heap.push(Item(nd, v));
+            }
+        }
+    }
+    dist
+}
+
+/// SCCL-style step lower bound: the largest number of GPU-to-GPU hops any
+/// shard must travel (a hop may pass through switches and NICs, which do not
+/// count). Every schedule needs at least this many communication steps.
+pub fn min_steps(topo: &Topology, coll: Collective) -> Result<usize, BoundError> {
+    if coll == Collective::AllReduce {
+        return Err(BoundError::Unsupported(coll));
+    }
+    let nr = topo.num_ranks();
+    if nr < 2 {
+        return Err(BoundError::TooFewRanks(nr));
+    }
+    let adj: Vec<Vec<usize>> = (0..nr)
+        .map(|r| {
+            topo.direct_neighbours(r)
+                .into_iter()
+                .map(|(d, _)| d)
+                .collect()
+        })
+        .collect();
+    let mut worst = 0;
+    for s in 0..nr {
+        let mut dist = vec![usize::MAX; nr];
+        dist[s] = 0;
+        let mut q = VecDeque::from([s]);
+        while let Some(u) = q.pop_front() {
+            for &v in &adj[u] {
+                if dist[v] == usize::MAX {
+                    dist[v] = dist[u] + 1;
+                    q.push_back(v);
+                }
+            }
+        }
+        for (d, &dd) in dist.iter().enumerate() {
+            if dd == usize::MAX {
+                let g = &topo.graph;
+                return Err(BoundError::Unreachable {
+                    from: g[topo.ranks[s]].id.clone(),
+                    to: g[topo.ranks[d]].id.clone(),
+                });
+            }
+            worst = worst.max(dd);
+        }
+    }
+    Ok(worst)
+}
+
+/// True when a node only forwards (switch, NIC, CPU).
+pub fn is_forwarding(kind: NodeKind) -> bool {
+    kind != NodeKind::Gpu
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rational_recovery() {
+        let r = |x: f64| ratio_string(&f64_to_rational(x).unwrap());
+        assert_eq!(r(12.5), "25/2");
+        assert_eq!(r(25.0), "25");
+        assert_eq!(r(0.3), "3/10");
+        assert_eq!(r(1000.0 / 23.0), "1000/23");
+        assert_eq!(r(1000.0 / 105.0), "200/21");
+        assert!(f64_to_rational(0.0).is_none());
+        assert!(f64_to_rational(f64::NAN).is_none());
+    }
+}

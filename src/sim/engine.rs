@@ -1,0 +1,753 @@
+//! The event engine: threadblock state machines, connections with bounded
+//! slots, flows with exact max-min fair rates recomputed per connected
+//! component of the flows whose links changed.
+
+use super::{LinkLoad, SimError, SimOptions, SimResult, TbSpan, Trace};
+use crate::ir::{Program, StepKind, Topology};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+struct StepInfo {
+    kind: StepKind,
+    /// Chunks moved (`cnt`).
+    cnt: f64,
+    /// (global TB index, XML step position) to wait for.
+    dep: Option<(usize, u64)>,
+}
+
+struct Tb {
+    rank: usize,
+    local: usize,
+    id: i64,
+    steps: Vec<StepInfo>,
+    total: u64,
+    pos: u64,
+    running: bool,
+    send_conn: Option<usize>,
+    recv_conn: Option<usize>,
+    waiters: Vec<usize>,
+    registered: bool,
+    start: f64,
+}
+
+struct Msg {
+    arrived: bool,
+}
+
+struct Conn {
+    chan: i64,
+    src: usize,
+    dst: usize,
+    links: Vec<usize>,
+    alpha: f64,
+    sender: Option<usize>,
+    receiver: Option<usize>,
+    /// Messages sent and not yet taken by the receiver, in send order.
+    queue: VecDeque<Msg>,
+    /// Messages taken by the receiver so far.
+    consumed: u64,
+    sent: u64,
+}
+
+struct Flow {
+    conn: usize,
+    seq: u64,
+    tb: usize,
+    bytes: f64,
+    remaining: f64,
+    rate: f64,
+    last: f64,
+    version: u32,
+}
+
+struct LinkState {
+    /// Capacity, bytes per µs.
+    cap: f64,
+    flows: Vec<usize>,
+    load: f64,
+}
+
+#[derive(Clone, Copy)]
+enum Ev {
+    Activate(usize),
+    Finish(usize, u32),
+    LocalDone(usize),
+}
+
+struct Event {
+    t: f64,
+    seq: u64,
+    ev: Ev,
+}
+impl PartialEq for Event {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Event {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Min-heap on (time, insertion order): deterministic.
+        o.t.total_cmp(&self.t).then_with(|| o.seq.cmp(&self.seq))
+    }
+}
+
+struct Engine<'a> {
+    opts: &'a SimOptions,
+    tbs: Vec<Tb>,
+    conns: Vec<Conn>,
+    flows: Vec<Flow>,
+    links: Vec<LinkState>,
+    link_bytes: Vec<f64>,
+    heap: BinaryHeap<Event>,
+    seq: u64,
+    now: f64,
+    end: f64,
+    work: Vec<usize>,
+    chunk: f64,
+    tile: f64,
+    tiles: u64,
+    /// Messages a connection's buffer holds (sent, not yet taken).
+    depth: u64,
+    steps_executed: u64,
+    // Component search scratch.
+    stamp: u64,
+    link_stamp: Vec<u64>,
+    flow_stamp: Vec<u64>,
+    rem_cap: Vec<f64>,
+    unfixed: Vec<usize>,
+    new_rate: Vec<f64>,
+    trace: Option<Trace>,
+}
+
+/// Simulate `prog` on `topo` for nccl-tests size `size_bytes` (the full
+/// buffer: per-rank input bytes for reduce-scatter); chunk bytes =
+/// size / nchunksperloop. See docs/cost-model.md.
+pub fn simulate(
+    prog: &Program,
+    topo: &Topology,
+    size_bytes: u64,
+    opts: &SimOptions,
+) -> Result<SimResult, SimError> {
+    super::check_ranks(prog, topo)?;
+    if opts.tiling && opts.tile_bytes == 0 {
+        return Err(SimError::BadOptions(
+            "the tile size must be at least 1 byte".into(),
+        ));
+    }
+    if opts.slots == 0 || opts.slot_bytes == 0 {
+        return Err(SimError::BadOptions(
+            "connections need at least one slot of at least 1 byte".into(),
+        ));
+    }
+    if let Some(m) = opts.mem_gbps {
+        if !(m.is_finite() && m > 0.0) {
+            return Err(SimError::BadOptions(format!(
+                "memory bandwidth {m} GB/s must be finite and positive"
+            )));
+        }
+    }
+    if prog.nchunksperloop < 1 {
+        return Err(SimError::BadProgram(format!(
+            "nchunksperloop is {}; it must be at least 1",
+            prog.nchunksperloop
+        )));
+    }
+    let n = topo.num_ranks();
+    let depth = if opts.tiling {
+        let buffer = opts.slots as u64 * opts.slot_bytes;
+        (buffer / opts.tile_bytes).max(2)
+    } else {
+        u64::MAX
+    };
+    let chunk = size_bytes as f64 / prog.nchunksperloop as f64;
+    let (tile, tiles) = if opts.tiling && chunk > opts.tile_bytes as f64 {
+        let t = opts.tile_bytes as f64;
+        (t, (chunk / t).ceil() as u64)
+    } else {
+        (chunk, 1)
+    };
+
+    // GPUs by id.
+    let mut by_rank: Vec<Option<usize>> = vec![None; n];
+    for (gi, g) in prog.gpus.iter().enumerate() {
+        if g.id < 0 || g.id as usize >= n {
+            return Err(SimError::BadProgram(format!(
+                "gpu id {} (line {}) is not a rank 0..{}",
+                g.id,
+                g.line,
+                n.saturating_sub(1)
+            )));
+        }
+        if by_rank[g.id as usize].replace(gi).is_some() {
+            return Err(SimError::BadProgram(format!(
+                "gpu id {} appears twice",
+                g.id
+            )));
+        }
+    }
+    // Global TB indices.
+    let mut tbs: Vec<Tb> = Vec::new();
+    let mut tb_index: Vec<HashMap<i64, usize>> = vec![HashMap::new(); n];
+    for (rank, gi) in by_rank.iter().enumerate() {
+        let Some(gi) = gi else {
+            return Err(SimError::BadProgram(format!("no <gpu> for rank {rank}")));
+        };
+        for (li, tb) in prog.gpus[*gi].tbs.iter().enumerate() {
+            if tb_index[rank].insert(tb.id, tbs.len()).is_some() {
+                return Err(SimError::BadProgram(format!(
+                    "rank {rank}: threadblock id {} appears twice",
+                    tb.id
+                )));
+            }
+            tbs.push(Tb {
+                rank,
+                local: li,
+                id: tb.id,
+                steps: Vec::new(),
+                total: 0,
+                pos: 0,
+                running: false,
+                send_conn: None,
+                recv_conn: None,
+                waiters: Vec::new(),
+                registered: false,
+                start: 0.0,
+            });
+        }
+    }
+    // Steps, peers and connections.
+    let mut conn_index: HashMap<(i64, usize, usize), usize> = HashMap::new();
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut total_steps: u64 = 0;
+    let mut k = 0usize;
+    for (rank, gi) in by_rank.iter().enumerate() {
+        let Some(gi) = gi else { continue };
+        for tb in &prog.gpus[*gi].tbs {
+            let here = format!("rank {rank}, threadblock {} (line {})", tb.id, tb.line);
+            let peer = |p: i64, what: &str| -> Result<Option<usize>, SimError> {
+                if p == -1 {
+                    Ok(None)
+                } else if p < 0 || p as usize >= n || p as usize == rank {
+                    Err(SimError::BadProgram(format!(
+                        "{here}: {what} peer {p} is not another rank 0..{}",
+                        n - 1
+                    )))
+                } else {
+                    Ok(Some(p as usize))
+                }
+            };
+            let sp = peer(tb.send, "send")?;
+            let rp = peer(tb.recv, "recv")?;
+            if let Some(d) = sp {
+                let c = conn_for(&mut conns, &mut conn_index, tb.chan, rank, d);
+                if conns[c].sender.replace(k).is_some() {
+                    return Err(SimError::BadProgram(format!(
+                        "{here}: a second threadblock sends to rank {d} on channel {}",
+                        tb.chan
+                    )));
+                }
+                tbs[k].send_conn = Some(c);
+            }
+            if let Some(s) = rp {
+                let c = conn_for(&mut conns, &mut conn_index, tb.chan, s, rank);
+                if conns[c].receiver.replace(k).is_some() {
+                    return Err(SimError::BadProgram(format!(
+                        "{here}: a second threadblock receives from rank {s} on channel {}",
+                        tb.chan
+                    )));
+                }
+                tbs[k].recv_conn = Some(c);
+            }
+            let mut steps = Vec::with_capacity(tb.steps.len());
+            for (si, st) in tb.steps.iter().enumerate() {
+                let at = format!("{here}, step {si}");
+                if st.kind.sends() && sp.is_none() {
+                    return Err(SimError::BadProgram(format!(
+                        "{at}: '{}' sends but the threadblock has no send peer",
+                        st.kind
+                    )));
+                }
+                if st.kind.recvs() && rp.is_none() {
+                    return Err(SimError::BadProgram(format!(
+                        "{at}: '{}' receives but the threadblock has no recv peer",
+                        st.kind
+                    )));
+                }
+                if st.cnt < 0 {
+                    return Err(SimError::BadProgram(format!(
+                        "{at}: negative cnt {}",
+                        st.cnt
+                    )));
+                }
+                let dep = match st.dep() {
+                    None => None,
+                    Some((d, s)) => {
+                        let di = *tb_index[rank].get(&(d as i64)).ok_or_else(|| {
+                            SimError::BadProgram(format!(
+                                "{at}: depid {d} is not a threadblock of rank {rank}"
+                            ))
+                        })?;
+                        let dlen = prog.gpus[*gi].tbs[tbs[di].local].steps.len();
+                        if s >= dlen {
+                            return Err(SimError::BadProgram(format!(
+                                "{at}: deps {s} is past the {dlen} steps of threadblock {d}"
+                            )));
+                        }
+                        Some((di, s as u64))
+                    }
+                };
+                steps.push(StepInfo {
+                    kind: st.kind,
+                    cnt: st.cnt as f64,
+                    dep,
+                });
+            }
+            total_steps += steps.len() as u64;
+            tbs[k].total = steps.len() as u64 * tiles;
+            tbs[k].steps = steps;
+            k += 1;
+        }
+    }
+    if total_steps.saturating_mul(tiles) > 2_000_000_000 {
+        return Err(SimError::BadOptions(format!(
+            "{total_steps} steps × {tiles} tiles is too many to simulate; use a larger tile or --no-tiling"
+        )));
+    }
+    // Routes, one route tree per sending rank.
+    let mut trees: HashMap<usize, Vec<Option<petgraph::graph::EdgeIndex>>> = HashMap::new();
+    for c in conns.iter_mut() {
+        let tree = trees.entry(c.src).or_insert_with(|| topo.route_tree(c.src));
+        let r = topo
+            .route_from_tree(c.src, c.dst, tree)
+            .ok_or(SimError::NoRoute {
+                from: c.src,
+                to: c.dst,
+            })?;
+        for &e in &r.links {
+            let cap = topo.link(e).capacity_gbps();
+            if !(cap.is_finite() && cap > 0.0) {
+                return Err(SimError::NoRoute {
+                    from: c.src,
+                    to: c.dst,
+                });
+            }
+        }
+        c.links = r.links.iter().map(|e| e.index()).collect();
+        c.alpha = r.alpha_us;
+    }
+    let links: Vec<LinkState> = topo
+        .graph
+        .edge_indices()
+        .map(|e| LinkState {
+            cap: topo.link(e).capacity_gbps() * 1e3,
+            flows: Vec::new(),
+            load: 0.0,
+        })
+        .collect();
+    let nl = links.len();
+    let ntb = tbs.len();
+    let mut eng = Engine {
+        opts,
+        tbs,
+        conns,
+        flows: Vec::new(),
+        links,
+        link_bytes: vec![0.0; nl],
+        heap: BinaryHeap::new(),
+        seq: 0,
+        now: 0.0,
+        end: 0.0,
+        work: (0..ntb).rev().collect(),
+        chunk,
+        tile,
+        tiles,
+        depth,
+        steps_executed: 0,
+        stamp: 0,
+        link_stamp: vec![0; nl],
+        flow_stamp: Vec::new(),
+        rem_cap: vec![0.0; nl],
+        unfixed: vec![0; nl],
+        new_rate: Vec::new(),
+        trace: opts.trace.then(Trace::default),
+    };
+    eng.run()?;
+    Ok(SimResult {
+        time_us: eng.end,
+        chunk_bytes: eng.chunk,
+        tiles: eng.tiles,
+        steps_executed: eng.steps_executed,
+        flows: eng.flows.len() as u64,
+        link_bytes: eng.link_bytes,
+        trace: eng.trace,
+    })
+}
+
+fn conn_for(
+    conns: &mut Vec<Conn>,
+    index: &mut HashMap<(i64, usize, usize), usize>,
+    chan: i64,
+    src: usize,
+    dst: usize,
+) -> usize {
+    *index.entry((chan, src, dst)).or_insert_with(|| {
+        conns.push(Conn {
+            chan,
+            src,
+            dst,
+            links: Vec::new(),
+            alpha: 0.0,
+            sender: None,
+            receiver: None,
+            queue: VecDeque::new(),
+            consumed: 0,
+            sent: 0,
+        });
+        conns.len() - 1
+    })
+}
+
+impl Engine<'_> {
+    fn push(&mut self, t: f64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Event {
+            t,
+            seq: self.seq,
+            ev,
+        });
+    }
+
+    fn tile_bytes(&self, tile: u64) -> f64 {
+        let start = tile as f64 * self.tile;
+        (self.chunk - start).min(self.tile).max(0.0)
+    }
+
+    fn run(&mut self) -> Result<(), SimError> {
+        loop {
+            while let Some(tb) = self.work.pop() {
+                self.try_advance(tb);
+            }
+            let Some(ev) = self.heap.pop() else { break };
+            self.now = ev.t;
+            match ev.ev {
+                Ev::Activate(f) => self.activate(f),
+                Ev::Finish(f, v) => {
+                    if self.flows[f].version == v {
+                        self.finish(f);
+                    }
+                }
+                Ev::LocalDone(tb) => self.complete(tb),
+            }
+        }
+        if let Some(t) = self.tbs.iter().find(|t| t.pos < t.total) {
+            return Err(SimError::Deadlock(self.describe_block(t)));
+        }
+        Ok(())
+    }
+
+    fn describe_block(&self, t: &Tb) -> String {
+        let n = t.steps.len() as u64;
+        let (tile, si) = (t.pos / n, (t.pos % n) as usize);
+        let st = &t.steps[si];
+        let why = if let Some((d, ds)) = st
+            .dep
+            .filter(|&(d, ds)| self.tbs[d].pos < tile * self.tbs[d].steps.len() as u64 + ds + 1)
+        {
+            format!("waits for threadblock {} step {ds}", self.tbs[d].id)
+        } else if st.kind.recvs() {
+            let c = t.recv_conn.map(|c| &self.conns[c]);
+            match c {
+                Some(c) => format!(
+                    "waits to receive from rank {} on channel {}, which never sends",
+                    c.src, c.chan
+                ),
+                None => "waits to receive".into(),
+            }
+        } else {
+            match t.send_conn.map(|c| &self.conns[c]) {
+                Some(c) => format!(
+                    "waits for room in its connection buffer to rank {} (channel {}), never drained",
+                    c.dst, c.chan
+                ),
+                None => "is blocked".into(),
+            }
+        };
+        format!(
+            "rank {}, threadblock {}, step {si} ('{}'), tile {tile} {why}",
+            t.rank, t.id, st.kind
+        )
+    }
+
+    fn try_advance(&mut self, tb: usize) {
+        loop {
+            let t = &self.tbs[tb];
+            if t.running || t.pos >= t.total {
+                return;
+            }
+            let n = t.steps.len() as u64;
+            let (tile, si) = (t.pos / n, (t.pos % n) as usize);
+            let st = &t.steps[si];
+            let (kind, cnt, dep) = (st.kind, st.cnt, st.dep);
+            if let Some((d, ds)) = dep {
+                let need = tile * self.tbs[d].steps.len() as u64 + ds + 1;
+                if self.tbs[d].pos < need {
+                    if !self.tbs[tb].registered {
+                        self.tbs[tb].registered = true;
+                        self.tbs[d].waiters.push(tb);
+                    }
+                    return;
+                }
+            }
+            let bytes = self.tile_bytes(tile) * cnt;
+            let rc = self.tbs[tb].recv_conn;
+            let sc = self.tbs[tb].send_conn;
+            if kind.recvs() {
+                let Some(c) = rc else { return };
+                if !self.conns[c].queue.front().is_some_and(|m| m.arrived) {
+                    return;
+                }
+            }
+            if kind.sends() {
+                let Some(c) = sc else { return };
+                if self.conns[c].sent - self.conns[c].consumed >= self.depth {
+                    return;
+                }
+            }
+            // Commit: the step starts now.
+            self.tbs[tb].start = self.now;
+            if kind.recvs() {
+                if let Some(c) = rc {
+                    // Taking the message frees its place in the buffer.
+                    if self.conns[c].queue.pop_front().is_some() {
+                        self.conns[c].consumed += 1;
+                        if let Some(s) = self.conns[c].sender {
+                            self.work.push(s);
+                        }
+                    }
+                }
+            }
+            if kind.sends() {
+                if let Some(c) = sc {
+                    let conn = &mut self.conns[c];
+                    conn.queue.push_back(Msg { arrived: false });
+                    let seq = conn.sent;
+                    conn.sent += 1;
+                    let alpha = conn.alpha;
+                    let f = self.flows.len();
+                    self.flows.push(Flow {
+                        conn: c,
+                        seq,
+                        tb,
+                        bytes,
+                        remaining: bytes,
+                        rate: 0.0,
+                        last: self.now,
+                        version: 0,
+                    });
+                    self.flow_stamp.push(0);
+                    self.new_rate.push(0.0);
+                    self.tbs[tb].running = true;
+                    self.push(self.now + alpha, Ev::Activate(f));
+                    return;
+                }
+            }
+            if matches!(kind, StepKind::Copy | StepKind::Reduce) {
+                if let Some(m) = self.opts.mem_gbps {
+                    // cpy reads src, writes dst; re reads both, writes dst.
+                    let touched = if kind == StepKind::Copy { 2.0 } else { 3.0 } * bytes;
+                    self.tbs[tb].running = true;
+                    self.push(self.now + touched / (m * 1e3), Ev::LocalDone(tb));
+                    return;
+                }
+            }
+            self.tbs[tb].running = true;
+            self.complete(tb);
+        }
+    }
+
+    fn complete(&mut self, tb: usize) {
+        let now = self.now;
+        self.end = self.end.max(now);
+        self.steps_executed += 1;
+        let t = &mut self.tbs[tb];
+        t.running = false;
+        if let Some(tr) = self.trace.as_mut() {
+            let n = t.steps.len() as u64;
+            tr.spans.push(TbSpan {
+                rank: t.rank,
+                tb: t.local,
+                tile: t.pos / n,
+                step: (t.pos % n) as usize,
+                start_us: t.start,
+                end_us: now,
+            });
+        }
+        t.pos += 1;
+        let waiters = std::mem::take(&mut t.waiters);
+        for w in waiters {
+            self.tbs[w].registered = false;
+            self.work.push(w);
+        }
+        self.work.push(tb);
+    }
+
+    fn activate(&mut self, f: usize) {
+        if self.flows[f].bytes <= 0.0 {
+            self.arrive(f);
+            return;
+        }
+        self.flows[f].last = self.now;
+        let c = self.flows[f].conn;
+        let nl = self.conns[c].links.len();
+        for i in 0..nl {
+            let l = self.conns[c].links[i];
+            self.links[l].flows.push(f);
+        }
+        if nl == 0 {
+            // A route of no links (cannot happen between distinct ranks).
+            self.arrive(f);
+            return;
+        }
+        self.recompute(c);
+    }
+
+    fn finish(&mut self, f: usize) {
+        let c = self.flows[f].conn;
+        for i in 0..self.conns[c].links.len() {
+            let l = self.conns[c].links[i];
+            let v = &mut self.links[l].flows;
+            if let Some(p) = v.iter().position(|&x| x == f) {
+                v.swap_remove(p);
+            }
+        }
+        self.flows[f].rate = 0.0;
+        self.flows[f].remaining = 0.0;
+        self.recompute(c);
+        self.arrive(f);
+    }
+
+    fn arrive(&mut self, f: usize) {
+        let (c, seq, tb, bytes) = {
+            let fl = &self.flows[f];
+            (fl.conn, fl.seq, fl.tb, fl.bytes)
+        };
+        for i in 0..self.conns[c].links.len() {
+            let l = self.conns[c].links[i];
+            self.link_bytes[l] += bytes;
+        }
+        let conn = &mut self.conns[c];
+        let idx = (seq - conn.consumed) as usize;
+        if let Some(m) = conn.queue.get_mut(idx) {
+            m.arrived = true;
+        }
+        if let Some(r) = conn.receiver {
+            self.work.push(r);
+        }
+        self.complete(tb);
+    }
+
+    /// Max-min fair rates (progressive filling) for the connected component
+    /// of flows reachable from the links of connection `c`.
+    fn recompute(&mut self, c: usize) {
+        self.stamp += 1;
+        let st = self.stamp;
+        let mut comp_links: Vec<usize> = Vec::new();
+        let mut comp_flows: Vec<usize> = Vec::new();
+        let mut stack: Vec<usize> = Vec::new();
+        for &l in &self.conns[c].links {
+            if self.link_stamp[l] != st {
+                self.link_stamp[l] = st;
+                stack.push(l);
+            }
+        }
+        while let Some(l) = stack.pop() {
+            comp_links.push(l);
+            for &f in &self.links[l].flows {
+                if self.flow_stamp[f] != st {
+                    self.flow_stamp[f] = st;
+                    comp_flows.push(f);
+                    for &l2 in &self.conns[self.flows[f].conn].links {
+                        if self.link_stamp[l2] != st {
+                            self.link_stamp[l2] = st;
+                            stack.push(l2);
+                        }
+                    }
+                }
+            }
+        }
+        comp_links.sort_unstable();
+        for &l in &comp_links {
+            self.rem_cap[l] = self.links[l].cap;
+            self.unfixed[l] = self.links[l].flows.len();
+        }
+        // Flows get stamp st+1 once fixed.
+        let fixed = st + 1;
+        let mut left = comp_flows.len();
+        while left > 0 {
+            let mut best: Option<(f64, usize)> = None;
+            for &l in &comp_links {
+                if self.unfixed[l] > 0 {
+                    let share = self.rem_cap[l].max(0.0) / self.unfixed[l] as f64;
+                    if best.is_none_or(|(b, _)| share < b) {
+                        best = Some((share, l));
+                    }
+                }
+            }
+            let Some((share, bl)) = best else { break };
+            for i in 0..self.links[bl].flows.len() {
+                let f = self.links[bl].flows[i];
+                if self.flow_stamp[f] == fixed {
+                    continue;
+                }
+                self.flow_stamp[f] = fixed;
+                self.new_rate[f] = share;
+                left -= 1;
+                for &l2 in &self.conns[self.flows[f].conn].links {
+                    self.rem_cap[l2] -= share;
+                    self.unfixed[l2] -= 1;
+                }
+            }
+        }
+        self.stamp += 1;
+        let now = self.now;
+        for &f in &comp_flows {
+            let nr = self.new_rate[f];
+            let fl = &mut self.flows[f];
+            if nr != fl.rate {
+                fl.remaining = (fl.remaining - fl.rate * (now - fl.last)).max(0.0);
+                fl.last = now;
+                fl.rate = nr;
+                fl.version += 1;
+                if nr > 0.0 {
+                    let t = now + fl.remaining / nr;
+                    let v = fl.version;
+                    self.push(t, Ev::Finish(f, v));
+                }
+            }
+        }
+        if let Some(tr) = self.trace.as_mut() {
+            for &l in &comp_links {
+                let load = (self.links[l].cap - self.rem_cap[l]).max(0.0);
+                let load = if self.links[l].flows.is_empty() {
+                    0.0
+                } else {
+                    load
+                };
+                if (load - self.links[l].load).abs() > 1e-9 * self.links[l].cap {
+                    self.links[l].load = load;
+                    tr.loads.push(LinkLoad {
+                        link: l,
+                        time_us: now,
+                        gbps: load / 1e3,
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The one simulator (synthesis.md §9): predicted time of a Program on a
+//! Topology for a message size, under the cost model of docs/cost-model.md.
+//!
+//! Flow-level, event-driven and exact: every send is a flow along
+//! `Topology::route(src, dst)`; it pays the route's α, then shares every link
+//! on the route max-min fairly with the other active flows. Threadblocks run
+//! their steps in program order per tile, honour `depid`/`deps`, pair the
+//! k-th send with the k-th receive of each connection, and a send needs free
+//! slots in the connection's buffer.
+
+mod engine;
+pub mod programs;
+pub mod report;
+pub mod trace;
+
+use crate::ir::{Program, Topology};
+use std::fmt;
+
+pub use engine::simulate;
+pub use report::{busbw_table, Row};
+
+/// NCCL's default connection buffer (NCCL_BUFFSIZE), bytes.
+pub const NCCL_BUFFSIZE: u64 = 4 << 20;
+/// NCCL's buffer slots per connection (NCCL_STEPS).
+pub const NCCL_STEPS: u32 = 8;
+
+/// Knobs of the cost model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimOptions {
+    /// Tile size per chunk, bytes. Default 2 MiB: MSCCL's Simple protocol
+    /// tile is MSCCL_CHUNKSTEPS = NCCL_STEPS/2 = 4 buffer steps of
+    /// NCCL_BUFFSIZE/NCCL_STEPS = 512 KiB (msccl-xml.md §5.3).
+    pub tile_bytes: u64,
+    /// Replay the program per tile (MSCCL). `false`: one tile per chunk.
+    pub tiling: bool,
+    /// Buffer slots per connection (NCCL_STEPS).
+    pub slots: u32,
+    /// Bytes per slot (NCCL_BUFFSIZE / NCCL_STEPS). With tiling, a
+    /// connection holds D = max(2, slots·slot_bytes / tile_bytes) messages
+    /// (sent, not yet taken by the receiving step): the k-th send waits until
+    /// the receiver has taken message k − D. At least 2 because MSCCL moves
+    /// a tile in slices, so a tile as large as the buffer still streams.
+    /// Without tiling the buffer is unbounded.
+    pub slot_bytes: u64,
+    /// Local memory bandwidth for `cpy`/`re` in GB/s; `None`: local steps
+    /// are free.
+    pub mem_gbps: Option<f64>,
+    /// Record a trace (one track per link and per threadblock).
+    pub trace: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            tile_bytes: 4 * (NCCL_BUFFSIZE / NCCL_STEPS as u64),
+            tiling: true,
+            slots: NCCL_STEPS,
+            slot_bytes: NCCL_BUFFSIZE / NCCL_STEPS as u64,
+            mem_gbps: None,
+            trace: false,
+        }
+    }
+}
+
+/// A threadblock's step execution, for the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TbSpan {
+    pub rank: usize,
+    /// Index of the threadblock in the rank's `tbs`.
+    pub tb: usize,
+    pub tile: u64,
+    pub step: usize,
+    pub start_us: f64,
+    pub end_us: f64,
+}
+
+/// A change of a link's total rate, for the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinkLoad {
+    /// Edge index in the topology graph.
+    pub link: usize,
+    pub time_us: f64,
+    pub gbps: f64,
+}
+
+/// What was recorded with `SimOptions::trace`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Trace {
+    pub spans: Vec<TbSpan>,
+    pub loads: Vec<LinkLoad>,
+}
+
+/// The outcome of one simulation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimResult {
+    /// Predicted completion time, µs.
+    pub time_us: f64,
+    /// Bytes per chunk (S / nchunksperloop).
+    pub chunk_bytes: f64,
+    /// Tiles per chunk replayed.
+    pub tiles: u64,
+    /// Step executions (steps × tiles).
+    pub steps_executed: u64,
+    /// Network transfers (flows) simulated.
+    pub flows: u64,
+    /// Bytes carried per link (edge index order), summed over flows.
+    pub link_bytes: Vec<f64>,
+    pub trace: Option<Trace>,
+}
+
+/// Why a Program cannot be simulated on a Topology.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SimError {
+    /// The Program is for a different number of ranks.
+    RankMismatch { program: i64, topology: usize },
+    /// Two ranks of a connection have no route between them.
+    NoRoute { from: usize, to: usize },
+    /// The Program is malformed in a way the simulator cannot run.
+    BadProgram(String),
+    /// The program can make no progress (a cycle of waits).
+    Deadlock(String),
+    /// Bad simulator options.
+    BadOptions(String),
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::RankMismatch { program, topology } => write!(
+                f,
+                "the program is for {program} GPUs (ngpus) but the topology has {topology} ranks"
+            ),
+            SimError::NoRoute { from, to } => write!(
+                f,
+                "the program sends from rank {from} to rank {to}, but the topology has no route between them"
+            ),
+            SimError::BadProgram(m) => write!(f, "cannot simulate the program: {m}"),
+            SimError::Deadlock(m) => write!(f, "deadlock: {m}"),
+            SimError::BadOptions(m) => write!(f, "bad simulator options: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// Check that a Program and Topology agree on the rank count.
+pub fn check_ranks(prog: &Program, topo: &Topology) -> Result<(), SimError> {
+    if prog.ngpus < 0 || prog.ngpus as usize != topo.num_ranks() {
+        return Err(SimError::RankMismatch {
+            program: prog.ngpus,
+            topology: topo.num_ranks(),
+        });
+    }
+    Ok(())
+}

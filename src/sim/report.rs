@@ -1,0 +1,103 @@
+//! nccl-tests-style reports: time, algbw, busbw, and the ratio to the
+//! lower bound, per size. `rscc simulate` prints these rows; `rscc synth`
+//! calls [`busbw_table`] after writing XML.
+
+use super::{simulate, SimError, SimOptions};
+use crate::bound;
+use crate::ir::{Collective, Program, Topology};
+use serde::Serialize;
+
+/// One size of a report (nccl-tests' definitions, DESIGN.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// nccl-tests' S: per-rank input bytes for reduce-scatter.
+    pub size_bytes: u64,
+    /// Elements per rank in the call (recvcount for reduce-scatter).
+    pub count: u64,
+    pub dtype: &'static str,
+    pub time_us: f64,
+    /// S / t, GB/s.
+    pub algbw_gbps: f64,
+    /// algbw · (N−1)/N (reduce-scatter, allgather), · 2(N−1)/N (allreduce).
+    pub busbw_gbps: f64,
+    /// α-aware lower bound (synthesis.md §5.3), µs; None when unavailable.
+    pub bound_us: Option<f64>,
+    /// bound / time (1.0 = at the limit).
+    pub bound_ratio: Option<f64>,
+}
+
+/// nccl-tests' bus-bandwidth factor.
+pub fn busbw_factor(coll: Collective, n: usize) -> f64 {
+    let n = n as f64;
+    match coll {
+        Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n,
+        Collective::AllReduce => 2.0 * (n - 1.0) / n,
+    }
+}
+
+/// Element count of the call for `size_bytes` of float (4-byte) data.
+pub fn element_count(coll: Collective, n: usize, size_bytes: u64) -> u64 {
+    let elems = size_bytes / 4;
+    match coll {
+        Collective::ReduceScatter | Collective::AllGather => elems / n.max(1) as u64,
+        Collective::AllReduce => elems,
+    }
+}
+
+/// Simulate `prog` at every size and score it against the bound.
+pub fn busbw_table(
+    prog: &Program,
+    topo: &Topology,
+    sizes: &[u64],
+    opts: &SimOptions,
+) -> Result<Vec<Row>, SimError> {
+    let n = topo.num_ranks();
+    let bw = bound::bandwidth_bound(topo, prog.coll).ok();
+    let mut rows = Vec::with_capacity(sizes.len());
+    for &s in sizes {
+        let r = simulate(prog, topo, s, opts)?;
+        let t = r.time_us;
+        let algbw = if t > 0.0 { s as f64 / t / 1e3 } else { 0.0 };
+        let bound_us = bw
+            .as_ref()
+            .and_then(|b| bound::alpha_bound_with(b, topo, s).ok());
+        rows.push(Row {
+            size_bytes: s,
+            count: element_count(prog.coll, n, s),
+            dtype: "float",
+            time_us: t,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * busbw_factor(prog.coll, n),
+            bound_us,
+            bound_ratio: bound_us.filter(|_| t > 0.0).map(|b| b / t),
+        });
+    }
+    Ok(rows)
+}
+
+/// The ring baseline on the same topology, scored the same way: the
+/// reduce-scatter ring in rank order ([`super::programs::ring_reduce_scatter`]),
+/// for `rscc synth`'s "× the ring" column. `None` below 2 ranks.
+pub fn ring_baseline(
+    topo: &Topology,
+    sizes: &[u64],
+    opts: &SimOptions,
+) -> Result<Option<Vec<Row>>, SimError> {
+    match super::programs::ring_reduce_scatter(topo.num_ranks()) {
+        Some(p) => busbw_table(&p, topo, sizes, opts).map(Some),
+        None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factors_and_counts() {
+        assert_eq!(busbw_factor(Collective::ReduceScatter, 8), 7.0 / 8.0);
+        assert_eq!(busbw_factor(Collective::AllReduce, 4), 1.5);
+        assert_eq!(element_count(Collective::ReduceScatter, 8, 1 << 20), 32768);
+        assert_eq!(element_count(Collective::AllReduce, 8, 1 << 20), 262144);
+    }
+}

@@ -1,0 +1,102 @@
+//! `rscc bound` end to end: JSON keys, exact fractions, exit codes.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn write(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rscc-bound-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn ring_json(n: usize, bw: f64) -> String {
+    let nodes: Vec<String> = (0..n)
+        .map(|r| format!(r#"{{"id":"g{r}","kind":"gpu","rank":{r}}}"#))
+        .collect();
+    let links: Vec<String> = (0..n)
+        .map(|r| {
+            format!(
+                r#"{{"from":"g{r}","to":"g{}","bw_gbps":{bw},"alpha_us":1,"kind":"nvlink"}}"#,
+                (r + 1) % n
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"name":"ring{n}","nodes":[{}],"links":[{}]}}"#,
+        nodes.join(","),
+        links.join(",")
+    )
+}
+
+fn rscc(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
+
+#[test]
+fn json_report() {
+    let p = write("ring8.json", &ring_json(8, 25.0));
+    let (code, out, err) = rscc(&[
+        "bound",
+        "--topo",
+        p.to_str().unwrap(),
+        "--op",
+        "reduce-scatter",
+        "--size",
+        "1G",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["op"], "reduce-scatter");
+    assert_eq!(v["ranks"], 8);
+    assert_eq!(v["x_star"]["fraction"], "7/50");
+    assert!((v["x_star"]["float"].as_f64().unwrap() - 0.14).abs() < 1e-12);
+    assert!((v["algbw_limit_gbps"].as_f64().unwrap() - 400.0 / 7.0).abs() < 1e-9);
+    assert_eq!(v["min_steps"], 4);
+    let cut = &v["binding_cut"];
+    let inside = cut["inside"].as_array().unwrap().len();
+    let outside = cut["outside"].as_array().unwrap().len();
+    assert_eq!(inside + outside, 8);
+    let tb = v["time_bound_us"].as_f64().unwrap();
+    assert!((tb - (1u64 << 30) as f64 / 8.0 * 0.14 / 1e3).abs() < 1e-6);
+    assert!(v["alpha_bound_us"].as_f64().unwrap() >= tb);
+}
+
+#[test]
+fn table_report() {
+    let p = write("ring4.json", &ring_json(4, 25.0));
+    let (code, out, _) = rscc(&["bound", "--topo", p.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("3/50"), "{out}");
+    assert!(out.contains("66.67 GB/s"), "{out}");
+    assert!(out.contains("binding cut"), "{out}");
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let p = write("ring4b.json", &ring_json(4, 25.0));
+    let (code, _, err) = rscc(&["bound", "--topo", "/nonexistent/x.json"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/nonexistent/x.json"), "{err}");
+    let (code, _, err) = rscc(&["bound", "--topo", p.to_str().unwrap(), "--op", "alltoall"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("alltoall"), "{err}");
+    let (code, _, err) = rscc(&["bound", "--topo", p.to_str().unwrap(), "--size", "12Q"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("12Q"), "{err}");
+    // A topology where rank 1 cannot reach anyone.
+    let island = r#"{"name":"i","nodes":[{"id":"a","kind":"gpu","rank":0},{"id":"b","kind":"gpu","rank":1}],"links":[]}"#;
+    let p = write("island.json", island);
+    let (code, _, err) = rscc(&["bound", "--topo", p.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+}

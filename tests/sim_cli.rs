@@ -1,0 +1,150 @@
+//! `rscc simulate` rendering and errors, through the library (the XML
+//! reader is on another branch), plus the exit code of an unreadable file.
+
+use petgraph::graph::DiGraph;
+use rscc::cli::simulate::{report, table};
+use rscc::ir::{Link, Node, NodeKind, Topology};
+use rscc::sim::{self, programs, SimOptions};
+use std::process::Command;
+
+fn ring(n: usize) -> Topology {
+    let mut g = DiGraph::new();
+    let gs: Vec<_> = (0..n)
+        .map(|r| {
+            g.add_node(Node {
+                id: format!("gpu{r}"),
+                kind: NodeKind::Gpu,
+                rank: Some(r),
+                host: None,
+                sms: None,
+            })
+        })
+        .collect();
+    for i in 0..n {
+        for (a, b) in [(i, (i + 1) % n), ((i + 1) % n, i)] {
+            g.add_edge(
+                gs[a],
+                gs[b],
+                Link {
+                    bw_gbps: 25.0,
+                    alpha_us: 1.0,
+                    count: 1,
+                    kind: "nvlink".into(),
+                },
+            );
+        }
+    }
+    Topology::new("ring8".into(), String::new(), g)
+}
+
+#[test]
+fn json_rows_have_the_documented_keys() {
+    let topo = ring(8);
+    let p = programs::ring_reduce_scatter(8).unwrap();
+    let sizes = rscc::cli::sizes::parse_sizes("1K:1M:4").unwrap();
+    let out = report(&p, &topo, &sizes, &SimOptions::default(), true, None).unwrap();
+    let v: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.len(), sizes.len());
+    for (row, &s) in v.iter().zip(&sizes) {
+        assert_eq!(row["size_bytes"], s);
+        for k in [
+            "time_us",
+            "algbw_gbps",
+            "busbw_gbps",
+            "bound_us",
+            "bound_ratio",
+        ] {
+            assert!(row[k].as_f64().is_some(), "{k} in {row}");
+        }
+        let r = row["bound_ratio"].as_f64().unwrap();
+        assert!(r > 0.0 && r <= 1.0, "{r}");
+    }
+}
+
+#[test]
+fn table_has_nccl_tests_columns_and_trace_is_written() {
+    let topo = ring(8);
+    let p = programs::ring_reduce_scatter(8).unwrap();
+    let dir = std::env::temp_dir().join(format!("rscc-sim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let tr = dir.join("t.json");
+    let out = report(
+        &p,
+        &topo,
+        &[1 << 20, 1 << 22],
+        &SimOptions::default(),
+        false,
+        Some(&tr),
+    )
+    .unwrap();
+    for col in [
+        "size",
+        "count",
+        "type",
+        "time",
+        "algbw",
+        "busbw",
+        "bound",
+        "bound/time",
+        "float",
+    ] {
+        assert!(out.contains(col), "{col} missing:\n{out}");
+    }
+    assert!(out.contains("4194304"), "{out}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&tr).unwrap()).unwrap();
+    let evs = doc["traceEvents"].as_array().unwrap();
+    // One slice per step execution and a counter track per used link.
+    let slices = evs.iter().filter(|e| e["ph"] == "X").count();
+    assert_eq!(slices, 8 * 8);
+    assert!(evs
+        .iter()
+        .any(|e| e["ph"] == "C" && e["name"] == "gpu0 -> gpu1"));
+    let rows = sim::busbw_table(&p, &topo, &[1 << 20], &SimOptions::default()).unwrap();
+    assert!(table(&p, &topo, &rows, &SimOptions::default()).contains("tile 2097152 B"));
+}
+
+#[test]
+fn rank_mismatch_is_exit_2() {
+    let topo = ring(8);
+    let p = programs::ring_reduce_scatter(4).unwrap();
+    let e = report(&p, &topo, &[1024], &SimOptions::default(), false, None).unwrap_err();
+    assert_eq!(e.code, 2);
+    assert!(
+        e.msg.contains("4 GPUs") && e.msg.contains("8 ranks"),
+        "{}",
+        e.msg
+    );
+}
+
+#[test]
+fn unreadable_inputs_exit_2() {
+    let o = Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args([
+            "simulate",
+            "/nonexistent/a.xml",
+            "--topo",
+            "/nonexistent/t.json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(["simulate", "a.xml", "--topo", "t.json", "--sizes", "2K:1K"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--sizes"));
+}
+
+#[test]
+fn ring_baseline_matches_the_ring_program() {
+    let topo = ring(8);
+    let opts = SimOptions::default();
+    let base = sim::report::ring_baseline(&topo, &[1 << 24], &opts)
+        .unwrap()
+        .unwrap();
+    let p = programs::ring_reduce_scatter(8).unwrap();
+    let direct = sim::busbw_table(&p, &topo, &[1 << 24], &opts).unwrap();
+    assert_eq!(base, direct);
+}
