@@ -8,6 +8,7 @@
 
 pub mod back;
 pub mod cli;
+pub mod exec;
 pub mod front;
 pub mod ir;
 pub mod lower;

@@ -4,6 +4,9 @@
 //! Exit codes: 0 success; 1 input read but a check failed; 2 unusable input
 //! or arguments.
 
+pub mod run;
+pub mod sizes;
+
 use clap::{Parser, Subcommand};
 use std::fmt;
 use std::process::ExitCode;
@@ -47,7 +50,10 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Run a schedule on real data (CPU executor) and time it like nccl-tests.
+    Run(run::RunArgs),
+}
 
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -58,7 +64,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let res: CliResult = match cli.cmd {};
+    let res: CliResult = match cli.cmd {
+        Command::Run(a) => run::run(a),
+    };
     match res {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
