@@ -44,7 +44,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub inplace: bool,
     /// Tile size (bytes); one FIFO slot holds one tile.
-    #[arg(long, default_value = "32K")]
+    #[arg(long, default_value = "256K")]
     pub tile: String,
     /// Watchdog: stop after this many ms without progress.
     #[arg(long, default_value_t = 2000)]

@@ -58,7 +58,7 @@ impl Default for RunOptions {
             warmup: 5,
             check: false,
             inplace: None,
-            tile_bytes: 32 << 10,
+            tile_bytes: 256 << 10,
             fifo_slots: 2,
             stall_timeout: Duration::from_secs(2),
             membw_bytes: 0,
