@@ -284,3 +284,92 @@ fn cli_runs_builtin_schedules_and_reports() {
     let (code, _, _) = rscc(&["run", "--builtin", "ring", "--sizes", "9:1"]);
     assert_eq!(code, 2);
 }
+
+/// A ring that exercises the remaining step types: partial sums are also
+/// stored in scratch (`rrcs`), the full sum is forwarded once more by its
+/// owner (`rcs` into scratch) and copied to the output at the end (`cpy`).
+/// Rank r, step k handles chunk (r − k) mod N.
+fn relay_ring(n: usize) -> Program {
+    use rscc::ir::Step;
+    let mut p = builtin::ring(n, 1);
+    p.name = format!("rs_relay_ring_{n}");
+    for (r, g) in p.gpus.iter_mut().enumerate() {
+        let c = |k: usize| (r + n * 4 - k) % n;
+        let mut steps = vec![Step::new(StepKind::Send)
+            .src(Buf::Input, r)
+            .dst(Buf::Scratch, 1)];
+        for k in 1..n {
+            steps.push(
+                Step::new(StepKind::RecvReduceCopySend)
+                    .src(Buf::Input, c(k))
+                    .dst(Buf::Scratch, k),
+            );
+        }
+        steps.push(
+            Step::new(StepKind::RecvCopySend)
+                .src(Buf::Scratch, 0)
+                .dst(Buf::Scratch, n),
+        );
+        steps.push(
+            Step::new(StepKind::Recv)
+                .src(Buf::Scratch, n)
+                .dst(Buf::Scratch, 0),
+        );
+        steps.push(
+            Step::new(StepKind::Copy)
+                .src(Buf::Scratch, n)
+                .dst(Buf::Output, 0),
+        );
+        for (k, s) in steps.iter_mut().enumerate() {
+            s.s = k as i64;
+        }
+        g.s_chunks = n as i64 + 1;
+        g.tbs[0].steps = steps;
+    }
+    p
+}
+
+#[test]
+fn rcs_rrcs_and_cpy_through_scratch() {
+    for n in [2usize, 3, 5, 8] {
+        for inplace in [Some(false), Some(true)] {
+            for (d, op) in [
+                (DType::F64, RedOp::Sum),
+                (DType::I32, RedOp::Prod),
+                (DType::F16, RedOp::Max),
+            ] {
+                let mut o = opts(
+                    d,
+                    op,
+                    vec![(d.size() * n) as u64, (d.size() * n * 777) as u64],
+                );
+                o.inplace = inplace;
+                o.tile_bytes = 512;
+                o.iters = 2;
+                assert_correct(&relay_ring(n), &o);
+            }
+        }
+    }
+    // Breaking the final copy is caught: rank 1's output is never written.
+    let mut p = relay_ring(3);
+    let last = p.gpus[1].tbs[0].steps.len() - 1;
+    p.gpus[1].tbs[0].steps[last].kind = StepKind::Nop;
+    let rep = run_program(&p, &opts(DType::F32, RedOp::Sum, vec![4 * 3 * 8])).expect("runs");
+    assert_eq!(rep.rows[0].wrong, Some(8));
+    assert!(rep.rows[0]
+        .wrong_chunks
+        .iter()
+        .all(|w| w.rank == 1 && w.got == -12345.5));
+}
+
+#[test]
+fn absurd_programs_are_refused_not_allocated() {
+    let mut p = builtin::ring(2, 1);
+    p.nchunksperloop = 1 << 40;
+    assert!(matches!(
+        run_program(&p, &opts(DType::F32, RedOp::Sum, vec![64])),
+        Err(ExecError::Unsupported(_))
+    ));
+    let (code, _, err) = rscc(&["run", "--topo", "x.json", "--op", "reduce-scatter"]);
+    assert_eq!(code, 2, "{err}");
+}

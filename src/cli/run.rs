@@ -46,6 +46,9 @@ pub struct RunArgs {
     /// Tile size (bytes); one FIFO slot holds one tile.
     #[arg(long, default_value = "256K")]
     pub tile: String,
+    /// Slots (tiles) per connection FIFO; 2 is the MSCCL runtime's depth.
+    #[arg(long, default_value_t = 2)]
+    pub slots: usize,
     /// Watchdog: stop after this many ms without progress.
     #[arg(long, default_value_t = 2000)]
     pub stall_ms: u64,
@@ -55,6 +58,12 @@ pub struct RunArgs {
     /// Machine-readable output.
     #[arg(long)]
     pub json: bool,
+    /// Synthesize for this topology, then run (with --op).
+    #[arg(long)]
+    pub topo: Option<PathBuf>,
+    /// Collective to synthesize with --topo: reduce-scatter.
+    #[arg(long)]
+    pub op: Option<String>,
     /// Run a built-in schedule instead of a file: ring | allpairs.
     #[arg(long, hide = true)]
     pub builtin: Option<String>,
@@ -67,6 +76,13 @@ pub struct RunArgs {
 }
 
 fn load(args: &RunArgs) -> Result<Program, CliError> {
+    if args.topo.is_some() || args.op.is_some() {
+        // Hook for the lead: synthesize (topology × op) into a Program here,
+        // then the rest of `run` is unchanged.
+        return Err(CliError::input(
+            "--topo/--op (synthesize then run) is not wired in this build; give an MSCCL XML FILE",
+        ));
+    }
     match (&args.builtin, &args.file) {
         (Some(b), None) => {
             if !(1..=256).contains(&args.ranks) || !(1..=32).contains(&args.channels) {
@@ -147,7 +163,7 @@ pub fn run_program_cli(
         check: args.check,
         inplace: args.inplace.then_some(true),
         tile_bytes: tile,
-        fifo_slots: 2,
+        fifo_slots: args.slots.clamp(1, 64),
         stall_timeout: Duration::from_millis(args.stall_ms.max(10)),
         membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
     };

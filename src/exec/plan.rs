@@ -94,7 +94,19 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
             p.nchunksperloop, p.ngpus
         )));
     }
+    if p.nchunksperloop > 1 << 20 {
+        return Err(ExecError::Unsupported(format!(
+            "nchunksperloop={} above 2^20",
+            p.nchunksperloop
+        )));
+    }
     let c = p.nchunksperloop as usize;
+    let total_tbs: usize = p.gpus.iter().map(|g| g.tbs.len()).sum();
+    if total_tbs > 16384 {
+        return Err(ExecError::Unsupported(format!(
+            "{total_tbs} threadblocks in all (the CPU executor runs one thread each; at most 16384)"
+        )));
+    }
     // Index gpus by id.
     let mut by_rank: Vec<Option<usize>> = vec![None; n];
     for (gi, g) in p.gpus.iter().enumerate() {
