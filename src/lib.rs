@@ -10,6 +10,7 @@ pub mod back;
 pub mod bound;
 pub mod cli;
 pub mod compile;
+pub mod exec;
 pub mod front;
 pub mod ir;
 pub mod lower;

@@ -7,6 +7,7 @@
 pub mod topo;
 pub mod bound;
 pub mod simulate;
+pub mod run;
 pub mod sizes;
 
 use clap::{Parser, Subcommand};
@@ -67,6 +68,8 @@ pub enum Command {
     Topo(topo::TopoArgs),
     Bound(bound::BoundArgs),
     Simulate(simulate::SimulateArgs),
+    /// Run a schedule on real data (CPU executor) and time it like nccl-tests.
+    Run(run::RunArgs),
 }
 
 pub fn main() -> ExitCode {
@@ -84,6 +87,7 @@ pub fn main() -> ExitCode {
         Command::Topo(a) => topo::run(a),
         Command::Bound(a) => bound::run(a),
         Command::Simulate(a) => simulate::run(a),
+        Command::Run(a) => run::run(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

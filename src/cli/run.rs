@@ -1,0 +1,248 @@
+//! `rscc run`: execute a schedule on real data and report times like
+//! nccl-tests (and correctness with `--check`).
+
+use super::sizes::parse_sizes;
+use super::{CliError, CliResult};
+use crate::exec::{self, DType, RedOp, Report, RunOptions};
+use crate::ir::Program;
+use crate::verify::{verify, VerifyOptions};
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  rscc run rs.xml --backend cpu --sizes 1K:256M --dtype f32 --redop sum --check\n  rscc run rs.xml --sizes 16M --iters 50 --json"
+)]
+pub struct RunArgs {
+    /// MSCCL XML schedule to run.
+    pub file: Option<PathBuf>,
+    /// Executor backend: cpu (cuda is not available yet).
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
+    /// Per-rank input sizes: 64K, 1K:256M (powers of two), 1M,4M.
+    #[arg(long, default_value = "64K:16M")]
+    pub sizes: String,
+    /// f32 f64 f16 bf16 i32 i64 u8.
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// sum prod max min.
+    #[arg(long, default_value = "sum")]
+    pub redop: String,
+    #[arg(long, default_value_t = 20)]
+    pub iters: u64,
+    #[arg(long, default_value_t = 5)]
+    pub warmup: u64,
+    /// Check results against an independent reference (exit 1 if wrong).
+    #[arg(long)]
+    pub check: bool,
+    /// Skip the verifier (the watchdog still stops a stalled run).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Run in place (output aliases the input shard); default out of place
+    /// when the schedule allows it.
+    #[arg(long)]
+    pub inplace: bool,
+    /// Tile size (bytes); one FIFO slot holds one tile.
+    #[arg(long, default_value = "256K")]
+    pub tile: String,
+    /// Slots (tiles) per connection FIFO; 2 is the MSCCL runtime's depth.
+    #[arg(long, default_value_t = 2)]
+    pub slots: usize,
+    /// Watchdog: stop after this many ms without progress.
+    #[arg(long, default_value_t = 2000)]
+    pub stall_ms: u64,
+    /// Skip the memory-bandwidth measurement.
+    #[arg(long)]
+    pub no_membw: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+    /// Synthesize for this topology, then run (with --op).
+    #[arg(long)]
+    pub topo: Option<PathBuf>,
+    /// Collective to synthesize with --topo: reduce-scatter.
+    #[arg(long)]
+    pub op: Option<String>,
+    /// Run a built-in schedule instead of a file: ring | allpairs.
+    #[arg(long, hide = true)]
+    pub builtin: Option<String>,
+    /// Ranks for --builtin.
+    #[arg(long, hide = true, default_value_t = 8)]
+    pub ranks: usize,
+    /// Channels for --builtin ring.
+    #[arg(long, hide = true, default_value_t = 1)]
+    pub channels: usize,
+}
+
+fn load(args: &RunArgs) -> Result<Program, CliError> {
+    if args.topo.is_some() || args.op.is_some() {
+        // Hook for the lead: synthesize (topology × op) into a Program here,
+        // then the rest of `run` is unchanged.
+        return Err(CliError::input(
+            "--topo/--op (synthesize then run) is not wired in this build; give an MSCCL XML FILE",
+        ));
+    }
+    match (&args.builtin, &args.file) {
+        (Some(b), None) => {
+            if !(1..=256).contains(&args.ranks) || !(1..=32).contains(&args.channels) {
+                return Err(CliError::input(
+                    "--ranks must be 1..256 and --channels 1..32",
+                ));
+            }
+            match b.as_str() {
+                "ring" => Ok(exec::builtin::ring(args.ranks, args.channels)),
+                "allpairs" if args.ranks >= 2 => Ok(exec::builtin::allpairs(args.ranks)),
+                _ => Err(CliError::input(format!(
+                    "unknown --builtin '{b}' (ring, allpairs with --ranks >= 2)"
+                ))),
+            }
+        }
+        (None, Some(f)) => crate::front::msccl_xml::load(f).map_err(CliError::input),
+        (Some(_), Some(_)) => Err(CliError::input("give a FILE or --builtin, not both")),
+        (None, None) => Err(CliError::input("no schedule: give an MSCCL XML FILE")),
+    }
+}
+
+pub fn run(args: RunArgs) -> CliResult {
+    match args.backend.as_str() {
+        "cpu" => {}
+        "cuda" => {
+            return Err(CliError::input(
+                "backend 'cuda' is not available in this build (use --backend cpu)",
+            ))
+        }
+        b => {
+            return Err(CliError::input(format!(
+                "unknown backend '{b}' (cpu, cuda)"
+            )))
+        }
+    }
+    let dtype = DType::parse(&args.dtype).ok_or_else(|| {
+        CliError::input(format!(
+            "unknown dtype '{}' (f32 f64 f16 bf16 i32 i64 u8)",
+            args.dtype
+        ))
+    })?;
+    let redop = RedOp::parse(&args.redop).ok_or_else(|| {
+        CliError::input(format!("unknown redop '{}' (sum prod max min)", args.redop))
+    })?;
+    let sizes = parse_sizes(&args.sizes).map_err(|e| CliError::input(format!("--sizes: {e}")))?;
+    let tile = super::sizes::parse_size(&args.tile)
+        .map_err(|e| CliError::input(format!("--tile: {e}")))?;
+    if tile == 0 || tile > 1 << 30 {
+        return Err(CliError::input("--tile must be 1 B .. 1 GiB"));
+    }
+    if args.iters == 0 {
+        return Err(CliError::input("--iters must be at least 1"));
+    }
+    let prog = load(&args)?;
+    run_program_cli(&prog, &args, dtype, redop, sizes, tile as usize)
+}
+
+/// Verify (unless `--no-verify`), run and print. The synthesize-then-run
+/// path (`--topo … --op …`) calls this with its Program.
+pub fn run_program_cli(
+    prog: &Program,
+    args: &RunArgs,
+    dtype: DType,
+    redop: RedOp,
+    sizes: Vec<u64>,
+    tile: usize,
+) -> CliResult {
+    if !args.no_verify {
+        verify(prog, &VerifyOptions::default())
+            .map_err(|e| CliError::check(format!("{}: verification failed: {e}", prog.name)))?;
+    }
+    let opts = RunOptions {
+        dtype,
+        redop,
+        sizes,
+        iters: args.iters,
+        warmup: args.warmup,
+        check: args.check,
+        inplace: args.inplace.then_some(true),
+        tile_bytes: tile,
+        fifo_slots: args.slots.clamp(1, 64),
+        stall_timeout: Duration::from_millis(args.stall_ms.max(10)),
+        membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
+    };
+    let rep = match exec::run_program(prog, &opts) {
+        Ok(r) => r,
+        Err(e @ exec::ExecError::Stalled(_)) => return Err(CliError::check(e)),
+        Err(e @ exec::ExecError::Spawn(_)) => return Err(CliError::check(e)),
+        Err(e) => return Err(CliError::input(format!("{}: {e}", prog.name))),
+    };
+    for r in &rep.rows {
+        if r.size_bytes != r.requested_bytes {
+            eprintln!(
+                "note: size {} B is not a whole number of elements per chunk ({} chunks); ran {} B",
+                r.requested_bytes, prog.nchunksperloop, r.size_bytes
+            );
+        }
+    }
+    if args.json {
+        let s = serde_json::to_string_pretty(&rep).map_err(|e| CliError::input(e.to_string()))?;
+        println!("{s}");
+    } else {
+        print_table(&rep);
+    }
+    if !rep.correct() {
+        return Err(CliError::check(format!(
+            "{}: wrong results (see above)",
+            prog.name
+        )));
+    }
+    Ok(())
+}
+
+fn print_table(rep: &Report) {
+    println!(
+        "# rscc run: {} on cpu, {} ranks, {} threadblock threads, {}, tile {} B",
+        rep.name,
+        rep.ranks,
+        rep.threads,
+        if rep.inplace {
+            "in place"
+        } else {
+            "out of place"
+        },
+        rep.tile_bytes
+    );
+    if let Some(b) = rep.membw_gbps {
+        println!(
+            "# memory bandwidth (a += b, all cores): {b:.2} GB/s; %membw = (N+1)*size/time / that"
+        );
+    }
+    println!(
+        "# {:>12} {:>12} {:>8} {:>6} {:>11} {:>8} {:>8} {:>7} {:>7}",
+        "size", "count", "type", "redop", "time(us)", "algbw", "busbw", "%membw", "#wrong"
+    );
+    for r in &rep.rows {
+        println!(
+            "  {:>12} {:>12} {:>8} {:>6} {:>11.1} {:>8.2} {:>8.2} {:>7} {:>7}",
+            r.size_bytes,
+            r.count,
+            rep.dtype,
+            rep.redop,
+            r.time_us,
+            r.algbw_gbps,
+            r.busbw_gbps,
+            r.membw_frac
+                .map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0)),
+            r.wrong.map_or("N/A".to_string(), |w| w.to_string())
+        );
+    }
+    for r in rep.rows.iter().filter(|r| r.wrong.unwrap_or(0) > 0) {
+        eprintln!("wrong results at size {} B:", r.size_bytes);
+        for w in r.wrong_chunks.iter().take(20) {
+            eprintln!(
+                "  rank {} output chunk {} (input chunk {}): {} wrong elements, first at {}: got {} want {}",
+                w.rank, w.chunk, w.input_chunk, w.wrong, w.first_elem, w.got, w.want
+            );
+        }
+        if r.wrong_chunks.len() > 20 {
+            eprintln!("  … and {} more chunks", r.wrong_chunks.len() - 20);
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! Executors: run a Program on real data.
+//!
+//! `run_program` is the entry point (the CLI's `rscc run` and, later, the
+//! synthesize-then-run path call it). The CPU engine (`cpu`) runs all ranks
+//! as threads of this process with MSCCL's semantics; see docs/executor.md.
+
+pub mod builtin;
+mod cpu;
+pub mod elem;
+pub mod membw;
+mod plan;
+
+pub use elem::{DType, RedOp};
+
+use crate::ir::Program;
+use elem::{Elem, Max, Min, Op, Prod, Sum};
+use half::{bf16, f16};
+use std::fmt;
+use std::time::Duration;
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub dtype: DType,
+    pub redop: RedOp,
+    /// Per-rank input sizes in bytes (nccl-tests' S). Each is rounded down
+    /// to a multiple of `nchunksperloop` elements (up to one element per
+    /// chunk if smaller).
+    pub sizes: Vec<u64>,
+    /// Timed iterations per size (≥ 1).
+    pub iters: u64,
+    /// Untimed iterations before the timed ones.
+    pub warmup: u64,
+    /// Run once on known data first and compare with the reference.
+    pub check: bool,
+    /// `Some(true)`: in place (`o` aliases `i[rank·C/R …]`); `Some(false)`:
+    /// out of place; `None`: out of place if the program allows it.
+    pub inplace: Option<bool>,
+    /// Tile size in bytes: each chunk is processed in tiles of this size,
+    /// and every FIFO slot holds one tile.
+    pub tile_bytes: usize,
+    /// Slots per connection FIFO.
+    pub fifo_slots: usize,
+    /// The watchdog stops a run when no threadblock made progress for this
+    /// long.
+    pub stall_timeout: Duration,
+    /// Measure memory bandwidth (STREAM-like `a += b`) first; 0 skips it.
+    pub membw_bytes: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            dtype: DType::F32,
+            redop: RedOp::Sum,
+            sizes: vec![1 << 20],
+            iters: 20,
+            warmup: 5,
+            check: false,
+            inplace: None,
+            tile_bytes: 256 << 10,
+            fifo_slots: 2,
+            stall_timeout: Duration::from_secs(2),
+            membw_bytes: 0,
+        }
+    }
+}
+
+/// Wrong elements of one output chunk of one rank.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WrongChunk {
+    pub rank: usize,
+    /// Chunk index in the rank's output (0 .. C/R).
+    pub chunk: usize,
+    /// The same chunk as an index of the input buffer (rank·C/R + chunk).
+    pub input_chunk: usize,
+    pub wrong: u64,
+    /// First wrong element (index within the rank's output).
+    pub first_elem: usize,
+    pub got: f64,
+    pub want: f64,
+}
+
+/// One size's result, in nccl-tests' definitions.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SizeResult {
+    /// Per-rank input bytes actually run (S = count · N · sizeof).
+    pub size_bytes: u64,
+    /// The size asked for, when it had to be rounded.
+    pub requested_bytes: u64,
+    /// recvcount (elements of each rank's output).
+    pub count: u64,
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    /// (N+1)·S / t as a fraction of the measured memory bandwidth.
+    pub membw_frac: Option<f64>,
+    /// Wrong elements (None when not checked).
+    pub wrong: Option<u64>,
+    pub correct: Option<bool>,
+    pub wrong_chunks: Vec<WrongChunk>,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub name: String,
+    pub ranks: usize,
+    pub dtype: String,
+    pub redop: String,
+    pub inplace: bool,
+    pub tile_bytes: usize,
+    pub threads: usize,
+    /// Measured memory bandwidth (GB/s, bytes read + written per second).
+    pub membw_gbps: Option<f64>,
+    pub rows: Vec<SizeResult>,
+}
+
+impl Report {
+    /// No checked size had a wrong element.
+    pub fn correct(&self) -> bool {
+        self.rows.iter().all(|r| r.wrong.unwrap_or(0) == 0)
+    }
+}
+
+/// Why a run could not complete.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExecError {
+    #[error("unsupported program: {0}")]
+    Unsupported(String),
+    #[error("rank {rank} tb {tb}{}{}: {msg}", step.map_or(String::new(), |s| format!(" step {s}")), if *line > 0 { format!(" (line {line})") } else { String::new() })]
+    Malformed {
+        rank: usize,
+        tb: i64,
+        step: Option<usize>,
+        line: usize,
+        msg: String,
+    },
+    #[error("size: {0}")]
+    Size(String),
+    #[error("{0}")]
+    Stalled(StallReport),
+    #[error("{0}")]
+    Spawn(String),
+}
+
+/// What every unfinished threadblock waited on when the watchdog fired.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StallReport {
+    pub after_ms: u64,
+    pub waits: Vec<TbWait>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TbWait {
+    pub rank: usize,
+    pub tb: i64,
+    /// Step position (XML `s`).
+    pub step: usize,
+    pub kind: String,
+    pub work: u64,
+    pub tile: u64,
+    pub waiting_for: String,
+}
+
+impl fmt::Display for StallReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "watchdog: no threadblock made progress for {} ms; stopped. Waiting threadblocks:",
+            self.after_ms
+        )?;
+        for w in &self.waits {
+            writeln!(
+                f,
+                "  rank {} tb {} step {} ({}) [iteration {}, tile {}]: waits for {}",
+                w.rank, w.tb, w.step, w.kind, w.work, w.tile, w.waiting_for
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Run `prog` for every size in `opts` and report times (and, with
+/// `opts.check`, correctness). Does not call the verifier: callers do that
+/// first (the CLI unless `--no-verify`). Malformed programs are refused
+/// with `ExecError::Malformed` whatever the verifier said.
+pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecError> {
+    let plan = plan::build(prog)?;
+    let inplace = match opts.inplace {
+        Some(true) if !prog.inplace => {
+            return Err(ExecError::Unsupported(format!(
+                "{} is not marked inplace=\"1\"",
+                prog.name
+            )))
+        }
+        Some(false) if !prog.outofplace => {
+            return Err(ExecError::Unsupported(format!(
+                "{} is not marked outofplace=\"1\"",
+                prog.name
+            )))
+        }
+        Some(x) => x,
+        None => !prog.outofplace && prog.inplace,
+    };
+    if opts.iters == 0 {
+        return Err(ExecError::Size("iters must be at least 1".into()));
+    }
+    let membw = (opts.membw_bytes > 0).then(|| membw::measure(opts.membw_bytes, 3));
+    macro_rules! by_op {
+        ($t:ty) => {
+            match opts.redop {
+                RedOp::Sum => run_typed::<$t, Sum>(&plan, opts, inplace, membw),
+                RedOp::Prod => run_typed::<$t, Prod>(&plan, opts, inplace, membw),
+                RedOp::Max => run_typed::<$t, Max>(&plan, opts, inplace, membw),
+                RedOp::Min => run_typed::<$t, Min>(&plan, opts, inplace, membw),
+            }
+        };
+    }
+    let rows = match opts.dtype {
+        DType::F32 => by_op!(f32),
+        DType::F64 => by_op!(f64),
+        DType::F16 => by_op!(f16),
+        DType::Bf16 => by_op!(bf16),
+        DType::I32 => by_op!(i32),
+        DType::I64 => by_op!(i64),
+        DType::U8 => by_op!(u8),
+    }?;
+    Ok(Report {
+        name: prog.name.clone(),
+        ranks: plan.nranks,
+        dtype: opts.dtype.name().to_string(),
+        redop: opts.redop.name().to_string(),
+        inplace,
+        tile_bytes: opts.tile_bytes,
+        threads: plan.tbs.len(),
+        membw_gbps: membw,
+        rows,
+    })
+}
+
+/// recvcount for a requested per-rank input size: a multiple of C/N, at
+/// least one element per chunk.
+pub fn count_for(size_bytes: u64, esize: usize, ngpus: usize, c: usize) -> u64 {
+    let elems = size_bytes / esize.max(1) as u64;
+    let c = c.max(1) as u64;
+    let e = (elems - elems % c).max(c);
+    e / ngpus.max(1) as u64
+}
+
+fn run_typed<T: Elem, O: Op<T>>(
+    plan: &plan::Plan,
+    opts: &RunOptions,
+    inplace: bool,
+    membw: Option<f64>,
+) -> Result<Vec<SizeResult>, ExecError> {
+    let n = plan.nranks;
+    let esz = std::mem::size_of::<T>();
+    let counts: Vec<(u64, usize)> = opts
+        .sizes
+        .iter()
+        .map(|&s| (s, count_for(s, esz, n, plan.c) as usize))
+        .collect();
+    let max_count = counts.iter().map(|c| c.1).max().unwrap_or(0);
+    if max_count.saturating_mul(n).saturating_mul(esz) > (1usize << 40) {
+        return Err(ExecError::Size("sizes above 1 TiB per rank".into()));
+    }
+    let mut bufs = cpu::Buffers::<T>::new(plan, max_count)?;
+    let mut rows = Vec::new();
+    for (req, count) in counts {
+        let chunk = count * n / plan.c;
+        let geo = cpu::Geometry {
+            chunk,
+            tile: (opts.tile_bytes / esz).max(1).min(chunk),
+            fifo_slots: opts.fifo_slots.max(1),
+            inplace,
+            stall: opts.stall_timeout,
+        };
+        for r in 0..n {
+            for (idx, x) in bufs.input[r][..count * n].iter_mut().enumerate() {
+                *x = T::from_pattern(elem::pattern(O::OP, r, idx));
+            }
+            bufs.output[r][..count].fill(T::poison());
+            let sl = plan.s_chunks[r] * chunk;
+            bufs.scratch[r][..sl].fill(T::poison());
+        }
+        let phases: Vec<u64> = if opts.check {
+            vec![1, opts.warmup, opts.iters]
+        } else {
+            vec![opts.warmup, opts.iters]
+        };
+        let mut checked: Option<(u64, Vec<WrongChunk>)> = None;
+        let times = cpu::run::<T, O>(plan, geo, count, &mut bufs, &phases, |pi, outs| {
+            if opts.check && pi == 0 {
+                checked = Some(check_outputs::<T, O>(outs, n, count, chunk));
+            }
+        })?;
+        let secs = times.secs.last().copied().unwrap_or(0.0) / opts.iters as f64;
+        let size_bytes = (count * n * esz) as u64;
+        let algbw = if secs > 0.0 {
+            size_bytes as f64 / secs / 1e9
+        } else {
+            0.0
+        };
+        let (wrong, wrong_chunks) = match checked {
+            Some((w, v)) => (Some(w), v),
+            None => (None, Vec::new()),
+        };
+        rows.push(SizeResult {
+            size_bytes,
+            requested_bytes: req,
+            count: count as u64,
+            time_us: secs * 1e6,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * (n as f64 - 1.0) / n as f64,
+            membw_frac: membw.map(|b| (n as f64 + 1.0) * algbw / b),
+            correct: wrong.map(|w| w == 0),
+            wrong,
+            wrong_chunks,
+        });
+    }
+    Ok(rows)
+}
+
+/// Compare every rank's output with the reference; count wrong elements per
+/// (rank, output chunk).
+fn check_outputs<T: Elem, O: Op<T>>(
+    outs: &[&[T]],
+    n: usize,
+    count: usize,
+    chunk: usize,
+) -> (u64, Vec<WrongChunk>) {
+    let mut total = 0;
+    let mut list: Vec<WrongChunk> = Vec::new();
+    let per_rank_chunks = count / chunk.max(1);
+    for (r, out) in outs.iter().enumerate() {
+        for (e, &got) in out.iter().take(count).enumerate() {
+            let idx = r * count + e;
+            let (want, mag) = elem::reference::<T, O>(n, idx);
+            if elem::accept(O::OP, n, got, want, mag) {
+                continue;
+            }
+            total += 1;
+            let k = e / chunk.max(1);
+            match list.last_mut() {
+                Some(w) if w.rank == r && w.chunk == k => w.wrong += 1,
+                _ => list.push(WrongChunk {
+                    rank: r,
+                    chunk: k,
+                    input_chunk: r * per_rank_chunks + k,
+                    wrong: 1,
+                    first_elem: e,
+                    got: got.to_f64(),
+                    want: want.to_f64(),
+                }),
+            }
+        }
+    }
+    (total, list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn count_rounds_down_to_whole_chunks() {
+        // 8 ranks, 8 chunks per loop, f32: 1 KiB = 256 elements -> 32 each.
+        assert_eq!(count_for(1024, 4, 8, 8), 32);
+        // 1000 B = 250 elements -> 248 (multiple of 8) -> 31.
+        assert_eq!(count_for(1000, 4, 8, 8), 31);
+        // Below one element per chunk: rounded up to one.
+        assert_eq!(count_for(4, 4, 8, 64), 8);
+    }
+}

@@ -1,0 +1,375 @@
+//! CPU executor: correctness over a grid of schedules, dtypes, redops,
+//! rank counts and sizes; wrong-result reports; the watchdog; malformed
+//! programs; the `rscc run` command line.
+
+use rscc::exec::{builtin, run_program, DType, ExecError, RedOp, RunOptions};
+use rscc::ir::{Buf, Program, StepKind};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn opts(dtype: DType, redop: RedOp, sizes: Vec<u64>) -> RunOptions {
+    RunOptions {
+        dtype,
+        redop,
+        sizes,
+        iters: 1,
+        warmup: 1,
+        check: true,
+        inplace: None,
+        tile_bytes: 64,
+        fifo_slots: 2,
+        stall_timeout: Duration::from_secs(5),
+        membw_bytes: 0,
+    }
+}
+
+fn assert_correct(p: &Program, o: &RunOptions) {
+    let rep = run_program(p, o).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    assert_eq!(rep.rows.len(), o.sizes.len());
+    for r in &rep.rows {
+        assert_eq!(
+            r.wrong,
+            Some(0),
+            "{} {:?} {:?} inplace={} size {}: {:?}",
+            p.name,
+            o.dtype,
+            o.redop,
+            rep.inplace,
+            r.size_bytes,
+            r.wrong_chunks.first()
+        );
+        assert!(r.time_us > 0.0);
+    }
+}
+
+#[test]
+fn every_dtype_and_redop_on_ring_and_allpairs() {
+    for d in DType::ALL {
+        for op in RedOp::ALL {
+            let e = d.size() as u64;
+            // ring 4: C = 4; 4·100 elements per rank -> chunk 100 elements,
+            // tiles of 64 B: several tiles and a short last one.
+            let mut o = opts(d, op, vec![400 * e, 4 * e]);
+            assert_correct(&builtin::ring(4, 1), &o);
+            // all-pairs 3: C = 9, multi-chunk steps, scratch, nop, re run.
+            o.sizes = vec![9 * 37 * e, 9 * e];
+            assert_correct(&builtin::allpairs(3), &o);
+        }
+    }
+}
+
+#[test]
+fn rank_counts_sizes_and_modes() {
+    for n in [2usize, 3, 4, 8, 16] {
+        let small = 4 * n as u64; // one f32 element per chunk (ring, C = N)
+        let mut o = opts(DType::F32, RedOp::Sum, vec![small, 4 * 1000 * n as u64 + 4]);
+        o.tile_bytes = 1024;
+        assert_correct(&builtin::ring(n, 1), &o);
+        o.inplace = Some(true);
+        assert_correct(&builtin::ring(n, 1), &o);
+        o.inplace = None;
+        let mut o2 = o.clone();
+        o2.dtype = DType::I32;
+        o2.redop = RedOp::Max;
+        o2.sizes = vec![8 * n as u64, 8 * 333 * n as u64];
+        assert_correct(&builtin::ring(n, 2), &o2);
+        let mut o3 = opts(
+            DType::I64,
+            RedOp::Sum,
+            vec![8 * (n * n) as u64, 8 * (n * n * 50) as u64],
+        );
+        o3.tile_bytes = 256;
+        assert_correct(&builtin::allpairs(n), &o3);
+    }
+}
+
+#[test]
+fn a_few_mib_with_two_slot_fifos() {
+    let mut o = opts(DType::F32, RedOp::Sum, vec![3 << 20]);
+    o.tile_bytes = 64 << 10;
+    o.fifo_slots = 2;
+    assert_correct(&builtin::ring(8, 1), &o);
+    o.dtype = DType::Bf16;
+    o.redop = RedOp::Min;
+    o.inplace = Some(true);
+    assert_correct(&builtin::allpairs(4), &o);
+}
+
+#[test]
+fn wrong_results_are_reported_per_rank_and_chunk() {
+    let mut p = builtin::ring(4, 1);
+    // Rank 2's last step reduces the wrong input chunk into its output.
+    let last = p.gpus[2].tbs[0].steps.len() - 1;
+    p.gpus[2].tbs[0].steps[last].srcoff = 0;
+    let rep = run_program(&p, &opts(DType::I32, RedOp::Sum, vec![4 * 4 * 10])).expect("runs");
+    let row = &rep.rows[0];
+    assert!(row.wrong.unwrap_or(0) > 0);
+    assert_eq!(row.correct, Some(false));
+    assert!(!rep.correct());
+    assert!(row
+        .wrong_chunks
+        .iter()
+        .all(|w| w.rank == 2 && w.chunk == 0 && w.input_chunk == 2));
+}
+
+#[test]
+fn watchdog_stops_a_stalled_schedule_and_names_the_waiters() {
+    let mut p = builtin::ring(4, 1);
+    // Every rank starts by receiving instead of sending: a cycle of waits.
+    for g in &mut p.gpus {
+        let st = &mut g.tbs[0].steps[0];
+        st.kind = StepKind::Recv;
+        st.dstbuf = Buf::Output;
+        st.dstoff = 0;
+    }
+    let mut o = opts(DType::F32, RedOp::Sum, vec![4 * 4 * 64]);
+    o.stall_timeout = Duration::from_millis(300);
+    let t0 = Instant::now();
+    let err = run_program(&p, &o).expect_err("must stall");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let ExecError::Stalled(rep) = &err else {
+        panic!("expected a stall, got {err}");
+    };
+    assert!(
+        rep.waits.iter().any(|w| w.rank == 2
+            && w.tb == 0
+            && w.step == 0
+            && w.waiting_for
+                .contains("receive #1 from rank 1 on chan 0 (0 sent so far")),
+        "{err}"
+    );
+    assert_eq!(rep.waits.len(), 4, "{err}");
+    assert!(err.to_string().contains("watchdog"));
+}
+
+#[test]
+fn dependency_on_a_step_without_hasdep_stalls() {
+    let mut p = builtin::allpairs(3);
+    for g in &mut p.gpus {
+        for st in &mut g.tbs[1].steps {
+            st.hasdep = false;
+        }
+    }
+    let mut o = opts(DType::F32, RedOp::Sum, vec![4 * 9 * 4]);
+    o.stall_timeout = Duration::from_millis(300);
+    match run_program(&p, &o) {
+        Err(ExecError::Stalled(rep)) => {
+            assert!(
+                rep.waits
+                    .iter()
+                    .any(|w| w.waiting_for.contains("dependency on tb 1 step")),
+                "{rep}"
+            )
+        }
+        other => panic!("expected a stall, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_programs_are_refused_before_running() {
+    let mut p = builtin::ring(4, 1);
+    p.gpus[0].tbs[0].steps[1].srcoff = 4;
+    let e = run_program(&p, &opts(DType::F32, RedOp::Sum, vec![64])).expect_err("out of range");
+    assert!(
+        matches!(
+            e,
+            ExecError::Malformed {
+                rank: 0,
+                step: Some(1),
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let mut p = builtin::ring(4, 1);
+    p.gpus[3].tbs[0].send = 3;
+    assert!(matches!(
+        run_program(&p, &opts(DType::F32, RedOp::Sum, vec![64])),
+        Err(ExecError::Malformed { rank: 3, .. })
+    ));
+    let mut p = builtin::allpairs(3);
+    p.gpus[1].tbs[0].steps[1].depid = 9;
+    assert!(matches!(
+        run_program(&p, &opts(DType::F32, RedOp::Sum, vec![64])),
+        Err(ExecError::Malformed { rank: 1, .. })
+    ));
+    let mut p = builtin::ring(2, 1);
+    p.gpus[0].tbs[0].steps[0].dstbuf = Buf::Scratch;
+    p.gpus[0].tbs[0].steps[1].dstbuf = Buf::Scratch;
+    assert!(run_program(&p, &opts(DType::F32, RedOp::Sum, vec![64])).is_err());
+    // An in-place-only program cannot run out of place.
+    let mut o = opts(DType::F32, RedOp::Sum, vec![64]);
+    o.inplace = Some(false);
+    assert!(matches!(
+        run_program(&builtin::allpairs(2), &o),
+        Err(ExecError::Unsupported(_))
+    ));
+}
+
+fn rscc(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(args)
+        .output()
+        .expect("runs rscc");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn cli_runs_builtin_schedules_and_reports() {
+    let (code, out, err) = rscc(&[
+        "run",
+        "--builtin",
+        "ring",
+        "--ranks",
+        "4",
+        "--sizes",
+        "1K:4K",
+        "--check",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--no-membw",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("algbw") && out.contains("busbw") && out.contains("#wrong"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.trim_start().starts_with("1024") || l.trim_start().starts_with("4096"))
+            .count(),
+        2,
+        "{out}"
+    );
+
+    let (code, out, err) = rscc(&[
+        "run",
+        "--builtin",
+        "allpairs",
+        "--ranks",
+        "3",
+        "--sizes",
+        "1000",
+        "--check",
+        "--iters",
+        "1",
+        "--json",
+        "--no-membw",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let row = &v["rows"][0];
+    // 1000 B = 250 f32 -> 243 (multiple of 9 chunks).
+    assert_eq!(row["size_bytes"], 972);
+    assert_eq!(row["correct"], true);
+    for k in ["time_us", "algbw_gbps", "busbw_gbps"] {
+        assert!(row[k].as_f64().is_some(), "{k}");
+    }
+    assert!(
+        err.contains("rounded") || err.contains("ran 972 B"),
+        "{err}"
+    );
+
+    let (code, _, err) = rscc(&["run", "--builtin", "ring", "--backend", "cuda"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not available"));
+    let (code, _, _) = rscc(&["run", "--builtin", "ring", "--dtype", "complex"]);
+    assert_eq!(code, 2);
+    let (code, _, _) = rscc(&["run", "--builtin", "ring", "--sizes", "9:1"]);
+    assert_eq!(code, 2);
+}
+
+/// A ring that exercises the remaining step types: partial sums are also
+/// stored in scratch (`rrcs`), the full sum is forwarded once more by its
+/// owner (`rcs` into scratch) and copied to the output at the end (`cpy`).
+/// Rank r, step k handles chunk (r − k) mod N.
+fn relay_ring(n: usize) -> Program {
+    use rscc::ir::Step;
+    let mut p = builtin::ring(n, 1);
+    p.name = format!("rs_relay_ring_{n}");
+    for (r, g) in p.gpus.iter_mut().enumerate() {
+        let c = |k: usize| (r + n * 4 - k) % n;
+        let mut steps = vec![Step::new(StepKind::Send)
+            .src(Buf::Input, r)
+            .dst(Buf::Scratch, 1)];
+        for k in 1..n {
+            steps.push(
+                Step::new(StepKind::RecvReduceCopySend)
+                    .src(Buf::Input, c(k))
+                    .dst(Buf::Scratch, k),
+            );
+        }
+        steps.push(
+            Step::new(StepKind::RecvCopySend)
+                .src(Buf::Scratch, 0)
+                .dst(Buf::Scratch, n),
+        );
+        steps.push(
+            Step::new(StepKind::Recv)
+                .src(Buf::Scratch, n)
+                .dst(Buf::Scratch, 0),
+        );
+        steps.push(
+            Step::new(StepKind::Copy)
+                .src(Buf::Scratch, n)
+                .dst(Buf::Output, 0),
+        );
+        for (k, s) in steps.iter_mut().enumerate() {
+            s.s = k as i64;
+        }
+        g.s_chunks = n as i64 + 1;
+        g.tbs[0].steps = steps;
+    }
+    p
+}
+
+#[test]
+fn rcs_rrcs_and_cpy_through_scratch() {
+    for n in [2usize, 3, 5, 8] {
+        for inplace in [Some(false), Some(true)] {
+            for (d, op) in [
+                (DType::F64, RedOp::Sum),
+                (DType::I32, RedOp::Prod),
+                (DType::F16, RedOp::Max),
+            ] {
+                let mut o = opts(
+                    d,
+                    op,
+                    vec![(d.size() * n) as u64, (d.size() * n * 777) as u64],
+                );
+                o.inplace = inplace;
+                o.tile_bytes = 512;
+                o.iters = 2;
+                assert_correct(&relay_ring(n), &o);
+            }
+        }
+    }
+    // Breaking the final copy is caught: rank 1's output is never written.
+    let mut p = relay_ring(3);
+    let last = p.gpus[1].tbs[0].steps.len() - 1;
+    p.gpus[1].tbs[0].steps[last].kind = StepKind::Nop;
+    let rep = run_program(&p, &opts(DType::F32, RedOp::Sum, vec![4 * 3 * 8])).expect("runs");
+    assert_eq!(rep.rows[0].wrong, Some(8));
+    assert!(rep.rows[0]
+        .wrong_chunks
+        .iter()
+        .all(|w| w.rank == 1 && w.got == -12345.5));
+}
+
+#[test]
+fn absurd_programs_are_refused_not_allocated() {
+    let mut p = builtin::ring(2, 1);
+    p.nchunksperloop = 1 << 40;
+    assert!(matches!(
+        run_program(&p, &opts(DType::F32, RedOp::Sum, vec![64])),
+        Err(ExecError::Unsupported(_))
+    ));
+    let (code, _, err) = rscc(&["run", "--topo", "x.json", "--op", "reduce-scatter"]);
+    assert_eq!(code, 2, "{err}");
+}
