@@ -4,11 +4,11 @@
 //! Exit codes: 0 success; 1 input read but a check failed; 2 unusable input
 //! or arguments.
 
-pub mod topo;
 pub mod bound;
-pub mod simulate;
 pub mod run;
+pub mod simulate;
 pub mod sizes;
+pub mod topo;
 
 use clap::{Parser, Subcommand};
 
