@@ -1,17 +1,19 @@
 //! The driver: synthesize → lower → verify, the one path every emitted
-//! schedule takes. Nothing leaves here unverified.
+//! schedule takes (nothing leaves here unverified); and `--algo auto`:
+//! compile every applicable algorithm, score each in the simulator across
+//! the size range, and pick the best per size band.
 
 use crate::ir::{Algorithm, Program, Proto, Runtime, Topology};
 use crate::lower::{self, LowerError, LowerOptions};
-use crate::synth::{self, Algo};
+use crate::sim::{self, SimOptions};
+use crate::synth::{self, Algo, SynthOptions};
 use crate::verify::{self, VerifyOptions, VerifyReport};
 use std::fmt;
 
 #[derive(Debug, Clone)]
 pub struct CompileOptions {
     pub algo: Algo,
-    /// Chunks per shard; None lets the synthesizer choose.
-    pub chunks: Option<usize>,
+    pub synth: SynthOptions,
     pub proto: Proto,
     pub runtime: Runtime,
     pub inplace: bool,
@@ -23,8 +25,8 @@ pub struct CompileOptions {
 impl Default for CompileOptions {
     fn default() -> Self {
         CompileOptions {
-            algo: Algo::Ring,
-            chunks: None,
+            algo: Algo::Auto,
+            synth: SynthOptions::default(),
             proto: Proto::Simple,
             runtime: Runtime::Executor,
             inplace: true,
@@ -35,9 +37,22 @@ impl Default for CompileOptions {
     }
 }
 
+impl CompileOptions {
+    /// One algorithm with a chunk count (tests, scripts).
+    pub fn algo(algo: Algo, chunks: Option<usize>) -> Self {
+        let mut o = CompileOptions {
+            algo,
+            ..Default::default()
+        };
+        o.synth.chunks = chunks;
+        o
+    }
+}
+
 /// A verified schedule and where it came from.
 #[derive(Debug, Clone)]
 pub struct Compiled {
+    pub algo: Algo,
     pub algorithm: Algorithm,
     pub program: Program,
     pub report: VerifyReport,
@@ -64,14 +79,30 @@ impl fmt::Display for CompileError {
 
 impl std::error::Error for CompileError {}
 
-/// Synthesize, lower and verify a reduce-scatter for `topo`.
+/// Synthesize, lower and verify a reduce-scatter for `topo`. With
+/// `Algo::Auto` the candidate that is best across the default size range
+/// (geometric mean of its time over the best time per size) is returned.
 pub fn compile(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, CompileError> {
+    if opts.algo == Algo::Auto {
+        let sel = auto(topo, opts, &default_sizes(), &SimOptions::default(), None)?;
+        let w = sel.overall;
+        return Ok(sel.candidates.into_iter().nth(w).expect("winner index"));
+    }
+    compile_one(topo, opts.algo, opts)
+}
+
+/// Compile one algorithm: its candidates in order, the first that fits.
+pub fn compile_one(
+    topo: &Topology,
+    algo: Algo,
+    opts: &CompileOptions,
+) -> Result<Compiled, CompileError> {
     let cands =
-        synth::candidates(topo, opts.algo, opts.chunks).map_err(|e| CompileError::Request(e.0))?;
+        synth::candidates(topo, algo, &opts.synth).map_err(|e| CompileError::Request(e.0))?;
     let lopts = LowerOptions {
         name: format!(
             "rscc_{}_{}_{}",
-            opts.algo.name(),
+            algo.name(),
             sanitize(&topo.name),
             topo.num_ranks()
         ),
@@ -103,6 +134,7 @@ pub fn compile(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
                     CompileError::Internal(format!("{} failed verification: {e}", alg.name))
                 })?;
                 return Ok(Compiled {
+                    algo,
                     algorithm: alg,
                     program,
                     report,
@@ -119,9 +151,140 @@ pub fn compile(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
         }
     }
     Err(CompileError::Request(format!(
-        "no candidate fits the runtime's limits: {}",
+        "{}: no candidate fits the runtime's limits: {}",
+        algo.name(),
         fallbacks.join("; ")
     )))
+}
+
+/// Sizes `auto` scores by default: 1 KiB … 4 GiB in steps of 4×.
+pub fn default_sizes() -> Vec<u64> {
+    (0..12).map(|i| 1024u64 << (2 * i)).collect()
+}
+
+/// A size band of the selection: [min_bytes, max_bytes] (inclusive; the
+/// last band's max is None = unbounded) and the winning candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Band {
+    pub min_bytes: u64,
+    pub max_bytes: Option<u64>,
+    pub candidate: usize,
+}
+
+/// The outcome of `--algo auto`.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub sizes: Vec<u64>,
+    /// Every candidate that compiled (the ring first).
+    pub candidates: Vec<Compiled>,
+    /// times_us[c][s]: simulated time of candidate c at size s.
+    pub times_us: Vec<Vec<f64>>,
+    /// Best candidate per size.
+    pub winners: Vec<usize>,
+    pub bands: Vec<Band>,
+    /// Best candidate over the whole range.
+    pub overall: usize,
+    /// Algorithms that did not apply or fit, with the reason.
+    pub skipped: Vec<String>,
+}
+
+/// Progress callback: (done, total, what).
+pub type Progress<'a> = &'a dyn Fn(usize, usize, &str);
+
+/// Compile every applicable algorithm, simulate each at every size, and
+/// choose per size. The ring is always a candidate, so the choice is never
+/// slower than the ring at any scored size.
+pub fn auto(
+    topo: &Topology,
+    opts: &CompileOptions,
+    sizes: &[u64],
+    simopts: &SimOptions,
+    progress: Option<Progress>,
+) -> Result<Selection, CompileError> {
+    if sizes.is_empty() {
+        return Err(CompileError::Request("no sizes to score".into()));
+    }
+    let algos = [Algo::Ring, Algo::Direct, Algo::Hier, Algo::Mix];
+    let mut candidates = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, &a) in algos.iter().enumerate() {
+        if let Some(p) = progress {
+            p(i, algos.len() + 1, &format!("synthesizing {}", a.name()));
+        }
+        match compile_one(topo, a, opts) {
+            Ok(c) => candidates.push(c),
+            Err(CompileError::Request(m)) if a != Algo::Ring => skipped.push(m),
+            Err(e) => return Err(e),
+        }
+    }
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let total = candidates.len() * sorted.len();
+    let mut times_us = Vec::with_capacity(candidates.len());
+    for (ci, c) in candidates.iter().enumerate() {
+        let mut row = Vec::with_capacity(sorted.len());
+        for (si, &s) in sorted.iter().enumerate() {
+            if let Some(p) = progress {
+                p(
+                    ci * sorted.len() + si,
+                    total,
+                    &format!("simulating {} at {s} B", c.algo.name()),
+                );
+            }
+            let r = sim::simulate(&c.program, topo, s, simopts).map_err(|e| {
+                CompileError::Internal(format!("simulating {}: {e}", c.algo.name()))
+            })?;
+            row.push(r.time_us);
+        }
+        times_us.push(row);
+    }
+    let winners: Vec<usize> = (0..sorted.len())
+        .map(|si| {
+            (0..candidates.len())
+                .min_by(|&a, &b| times_us[a][si].total_cmp(&times_us[b][si]).then(a.cmp(&b)))
+                .unwrap_or(0)
+        })
+        .collect();
+    // Bands: a new band starts at the first size a different candidate wins.
+    let mut bands: Vec<Band> = Vec::new();
+    for (si, &w) in winners.iter().enumerate() {
+        match bands.last_mut() {
+            Some(b) if b.candidate == w => {}
+            Some(b) => {
+                b.max_bytes = Some(sorted[si] - 1);
+                bands.push(Band {
+                    min_bytes: sorted[si],
+                    max_bytes: None,
+                    candidate: w,
+                });
+            }
+            None => bands.push(Band {
+                min_bytes: 0,
+                max_bytes: None,
+                candidate: w,
+            }),
+        }
+    }
+    let overall = (0..candidates.len())
+        .min_by(|&a, &b| {
+            let score = |c: usize| -> f64 {
+                (0..sorted.len())
+                    .map(|si| (times_us[c][si] / times_us[winners[si]][si]).ln())
+                    .sum()
+            };
+            score(a).total_cmp(&score(b)).then(a.cmp(&b))
+        })
+        .unwrap_or(0);
+    Ok(Selection {
+        sizes: sorted,
+        candidates,
+        times_us,
+        winners,
+        bands,
+        overall,
+        skipped,
+    })
 }
 
 /// Keep names to [A-Za-z0-9_.-] (msccl-xml.md §2).

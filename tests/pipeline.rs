@@ -1,11 +1,12 @@
 mod common;
 
 use rscc::compile::{compile, CompileOptions};
+use rscc::synth::Algo;
 
 #[test]
 fn ring8_compiles_and_verifies() {
     let t = common::ring(8);
-    let c = compile(&t, &CompileOptions::default()).expect("compiles");
+    let c = compile(&t, &CompileOptions::algo(Algo::Ring, None)).expect("compiles");
     assert_eq!(c.report.modes, vec!["out-of-place", "in-place"]);
     assert_eq!(c.program.ngpus, 8);
 }
@@ -13,7 +14,7 @@ fn ring8_compiles_and_verifies() {
 #[test]
 fn dgx1_uses_six_rings() {
     let t = common::dgx1();
-    let c = compile(&t, &CompileOptions::default()).expect("compiles");
+    let c = compile(&t, &CompileOptions::algo(Algo::Ring, None)).expect("compiles");
     assert_eq!(c.program.nchannels, 6);
     assert_eq!(c.program.nchunksperloop, 48);
 }
@@ -22,14 +23,12 @@ fn dgx1_uses_six_rings() {
 fn switch_and_small() {
     for n in [1, 2, 3, 16] {
         let t = common::switch(n, 450.0);
-        compile(&t, &CompileOptions::default()).unwrap_or_else(|e| panic!("n={n}: {e}"));
+        compile(&t, &CompileOptions::algo(Algo::Ring, None))
+            .unwrap_or_else(|e| panic!("n={n}: {e}"));
     }
     for chunks in [1, 2, 3, 5] {
         let t = common::dgx1();
-        let o = CompileOptions {
-            chunks: Some(chunks),
-            ..Default::default()
-        };
+        let o = CompileOptions::algo(Algo::Ring, Some(chunks));
         compile(&t, &o).unwrap_or_else(|e| panic!("chunks={chunks}: {e}"));
     }
 }
@@ -37,7 +36,7 @@ fn switch_and_small() {
 #[test]
 fn big_ring_fits_step_limit() {
     let t = common::ring(100);
-    let c = compile(&t, &CompileOptions::default()).expect("compiles");
+    let c = compile(&t, &CompileOptions::algo(Algo::Ring, None)).expect("compiles");
     assert!(c
         .program
         .gpus

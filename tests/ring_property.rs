@@ -4,6 +4,7 @@ mod common;
 
 use proptest::prelude::*;
 use rscc::compile::{compile, CompileOptions};
+use rscc::synth::Algo;
 
 fn topo_strategy() -> impl Strategy<Value = (usize, Vec<(usize, usize, u32)>)> {
     (2usize..=32).prop_flat_map(|n| {
@@ -26,7 +27,7 @@ proptest! {
     #[test]
     fn ring_always_verifies((n, edges) in topo_strategy(), chunks in proptest::option::of(1usize..6)) {
         let t = common::gpus_with_links("random", n, &edges);
-        let opts = CompileOptions { chunks, ..Default::default() };
+        let opts = CompileOptions::algo(Algo::Ring, chunks);
         let c = compile(&t, &opts);
         prop_assert!(c.is_ok(), "n={} chunks={:?}: {}", n, chunks, c.err().map(|e| e.to_string()).unwrap_or_default());
         let c = c.unwrap();

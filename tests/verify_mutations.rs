@@ -10,10 +10,7 @@ use rscc::verify::{verify, VerifyOptions};
 fn ring8() -> Program {
     compile(
         &common::ring(8),
-        &CompileOptions {
-            chunks: Some(1),
-            ..Default::default()
-        },
+        &CompileOptions::algo(rscc::synth::Algo::Ring, Some(1)),
     )
     .expect("ring compiles")
     .program

@@ -76,12 +76,37 @@ pub struct RunArgs {
 }
 
 fn load(args: &RunArgs) -> Result<Program, CliError> {
-    if args.topo.is_some() || args.op.is_some() {
-        // Hook for the lead: synthesize (topology × op) into a Program here,
-        // then the rest of `run` is unchanged.
-        return Err(CliError::input(
-            "--topo/--op (synthesize then run) is not wired in this build; give an MSCCL XML FILE",
-        ));
+    if let Some(t) = &args.topo {
+        // Synthesize (auto), lower and verify, then run that Program.
+        match args.op.as_deref() {
+            None | Some("reduce-scatter") => {}
+            Some(op) => {
+                return Err(CliError::input(format!(
+                    "--op {op} is not supported (reduce-scatter)"
+                )))
+            }
+        }
+        if args.file.is_some() || args.builtin.is_some() {
+            return Err(CliError::input("give --topo or a FILE, not both"));
+        }
+        let topo = crate::front::load_topology(t).map_err(CliError::input)?;
+        let c = crate::compile::compile(&topo, &crate::compile::CompileOptions::default())
+            .map_err(|e| match e {
+                crate::compile::CompileError::Request(m) => {
+                    CliError::input(format!("{}: {m}", t.display()))
+                }
+                crate::compile::CompileError::Internal(m) => CliError::check(m),
+            })?;
+        eprintln!(
+            "synthesized {} for {} ({} ranks)",
+            c.algorithm.name,
+            topo.name,
+            topo.num_ranks()
+        );
+        return Ok(c.program);
+    }
+    if args.op.is_some() {
+        return Err(CliError::input("--op needs --topo"));
     }
     match (&args.builtin, &args.file) {
         (Some(b), None) => {

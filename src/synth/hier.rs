@@ -6,9 +6,16 @@
 //! aggregator*: it shares rail k with o), which reduces them and sends one
 //! partial sum to o across rail k; o's own host-mates send to o directly.
 //! Every NIC carries (H − 1) partial sums per shard on its rail instead of
-//! raw contributions, and the intra-host and inter-host phases pipeline
-//! (different chunks use different links). Within a host, sends to
-//! aggregators are staggered like the direct schedule.
+//! raw contributions, and the intra-host and inter-host phases pipeline.
+//!
+//! `abroad = m` moves m of o's host-mates (local indices k+1 … k+m) off
+//! o's NVLink port: each sends its contribution across its own rail to its
+//! peer on another host, where it joins that host's partial sum for o (the
+//! peer forwards one partial sum to the aggregator either way, so this adds
+//! no NVLink traffic there). That trades NVLink ingress at o for idle NIC
+//! capacity — on 2 × DGX-H100 half a host-mate per shard on average is what
+//! the cut bound needs (docs/algorithms.md), which the LP mixture
+//! (`synth/mix.rs`) finds by mixing m = 0 and m = 1.
 
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
 
@@ -30,9 +37,13 @@ pub fn hosts(topo: &Topology) -> Option<Vec<Vec<usize>>> {
     Some(by_host.into_iter().map(|(_, v)| v).collect())
 }
 
-pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
+/// The hierarchical algorithm with `abroad` host-mates per shard sent
+/// across their rail (0 ≤ abroad ≤ g − 1).
+pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algorithm {
     let n = spec.ranks;
+    let nh = hosts.len();
     let g = hosts[0].len();
+    let abroad = abroad.min(g - 1);
     let mut where_ = vec![(0usize, 0usize); n];
     for (h, members) in hosts.iter().enumerate() {
         for (k, &r) in members.iter().enumerate() {
@@ -43,26 +54,39 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
     for (o, &(ho, ko)) in where_.iter().enumerate() {
         for j in 0..spec.chunks {
             let chunk = o * spec.chunks + j;
+            // Host-mates of o that go abroad, and where to.
+            let away = |k: usize| -> Option<usize> {
+                let d = (k + g - ko) % g;
+                (d >= 1 && d <= abroad).then(|| (ho + 1 + (ko + k) % (nh - 1)) % nh)
+            };
             for (h, members) in hosts.iter().enumerate() {
                 let agg = members[ko];
                 for (k, &s) in members.iter().enumerate() {
                     if k == ko {
                         continue;
                     }
-                    // Intra-host send to the aggregator (or to o itself).
-                    let step = (ko + g - k - 1) % g;
-                    transfers.push(Transfer {
-                        step,
-                        chunk,
-                        src: s,
-                        dst: agg,
-                        channel: 0,
-                    });
+                    let intra = 1 + (ko + g - k - 1) % g;
+                    match (h == ho).then(|| away(k)).flatten() {
+                        Some(h2) => transfers.push(Transfer {
+                            step: 0,
+                            chunk,
+                            src: s,
+                            dst: hosts[h2][k],
+                            channel: 1,
+                        }),
+                        None => transfers.push(Transfer {
+                            step: intra,
+                            chunk,
+                            src: s,
+                            dst: agg,
+                            channel: 0,
+                        }),
+                    }
                 }
                 if h != ho {
                     // Across rail ko, after the intra-host phase; staggered
                     // over hosts.
-                    let step = g + (ho + hosts.len() - h - 1) % hosts.len();
+                    let step = g + 1 + (ho + nh - h - 1) % nh;
                     transfers.push(Transfer {
                         step,
                         chunk,
@@ -75,7 +99,11 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
         }
     }
     Algorithm {
-        name: "hier".into(),
+        name: if abroad == 0 {
+            "hier".into()
+        } else {
+            format!("hier-abroad{abroad}")
+        },
         spec,
         transfers,
     }

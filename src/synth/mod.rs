@@ -1,8 +1,11 @@
 //! Synthesis: Topology × Spec → Algorithm. Each algorithm lives in its own
-//! file; `synthesize` picks by name.
+//! file; `candidates` returns an algorithm's candidates, best first (the
+//! driver in `compile.rs` lowers them and keeps the first that fits the
+//! runtime's limits; `--algo auto` compares all of them in the simulator).
 
 pub mod direct;
 pub mod hier;
+pub mod mix;
 pub mod ring;
 
 use crate::ir::{Algorithm, Spec, Topology};
@@ -11,28 +14,30 @@ use std::fmt;
 /// Which synthesizer to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algo {
+    /// Every applicable algorithm, scored by the simulator per size.
+    Auto,
     /// NCCL-style rings (the baseline).
     Ring,
     /// All-pairs: every rank sends straight to each owner.
     Direct,
     /// Hierarchical, NIC-aware (several hosts).
     Hier,
+    /// LP mixture of tree families (bandwidth-optimal within them).
+    Mix,
 }
 
 impl Algo {
+    pub const ALL: [Algo; 5] = [Algo::Auto, Algo::Ring, Algo::Direct, Algo::Hier, Algo::Mix];
     pub fn parse(s: &str) -> Option<Algo> {
-        match s {
-            "ring" => Some(Algo::Ring),
-            "direct" => Some(Algo::Direct),
-            "hier" => Some(Algo::Hier),
-            _ => None,
-        }
+        Algo::ALL.into_iter().find(|a| a.name() == s)
     }
     pub fn name(self) -> &'static str {
         match self {
+            Algo::Auto => "auto",
             Algo::Ring => "ring",
             Algo::Direct => "direct",
             Algo::Hier => "hier",
+            Algo::Mix => "mix",
         }
     }
 }
@@ -48,61 +53,163 @@ impl fmt::Display for SynthError {
 
 impl std::error::Error for SynthError {}
 
-/// Candidate Algorithms for `algo`, best first; the driver lowers them in
-/// order and keeps the first that fits the runtime's limits. `chunks` is the
-/// requested chunks per shard (None: the synthesizer's choice).
+/// Options every synthesizer understands.
+#[derive(Debug, Clone)]
+pub struct SynthOptions {
+    /// Chunks per shard (None: the synthesizer's choice).
+    pub chunks: Option<usize>,
+    /// Seconds allowed for any solver call.
+    pub time_limit_s: f64,
+}
+
+impl Default for SynthOptions {
+    fn default() -> Self {
+        SynthOptions {
+            chunks: None,
+            time_limit_s: 30.0,
+        }
+    }
+}
+
+/// Largest chunk count the mixture tries when rounding its fractions.
+const MIX_MAX_CHUNKS: usize = 16;
+
+/// Candidate Algorithms for one (non-auto) algorithm, best first.
 pub fn candidates(
     topo: &Topology,
     algo: Algo,
-    chunks: Option<usize>,
+    o: &SynthOptions,
 ) -> Result<Vec<Algorithm>, SynthError> {
     let n = topo.num_ranks();
     if n == 0 {
         return Err(SynthError("the topology has no GPUs".into()));
     }
-    if chunks == Some(0) {
+    if o.chunks == Some(0) {
         return Err(SynthError("--chunks must be at least 1".into()));
     }
+    if !(o.time_limit_s > 0.0 && o.time_limit_s.is_finite()) {
+        return Err(SynthError(format!(
+            "--time-limit must be a positive number of seconds, got {}",
+            o.time_limit_s
+        )));
+    }
     match algo {
+        Algo::Auto => Err(SynthError(
+            "auto is resolved by the driver (compile::compile)".into(),
+        )),
         Algo::Ring => {
             let rings = ring::find_rings(topo);
             // Full ring set first, then halves (fewer channels) as fallbacks.
             let mut out = Vec::new();
             let mut r = rings.len();
             loop {
-                let c = chunks.unwrap_or(r);
-                out.push(ring::ring_algorithm(
-                    Spec::reduce_scatter(n, c),
-                    &rings[..r],
-                ));
-                if r == 1 || chunks.is_some_and(|c| c < r) {
+                let c = o.chunks.unwrap_or(r);
+                let a = ring::ring_algorithm(Spec::reduce_scatter(n, c), &rings[..r]);
+                if out
+                    .last()
+                    .is_none_or(|b: &Algorithm| b.transfers != a.transfers)
+                {
+                    out.push(a);
+                }
+                if r == 1 {
                     break;
                 }
                 r = r.div_ceil(2);
-            }
-            if let Some(c) = chunks {
-                // With fixed chunks the ring count is min(rings, c); keep one.
-                out.dedup_by(|a, b| a.transfers == b.transfers);
-                let _ = c;
             }
             Ok(out)
         }
         Algo::Direct => Ok(vec![direct::direct_algorithm(Spec::reduce_scatter(
             n,
-            chunks.unwrap_or(1),
+            o.chunks.unwrap_or(1),
         ))]),
         Algo::Hier => {
-            let hs = hier::hosts(topo).ok_or_else(|| {
-                SynthError(format!(
-                    "--algo hier needs at least two hosts with the same number (≥ 2) of GPUs; {} has {} host(s)",
-                    topo.name,
-                    topo.num_hosts()
-                ))
-            })?;
+            let hs = hier_hosts(topo)?;
             Ok(vec![hier::hier_algorithm(
-                Spec::reduce_scatter(n, chunks.unwrap_or(1)),
+                Spec::reduce_scatter(n, o.chunks.unwrap_or(1)),
                 &hs,
+                0,
             )])
         }
+        Algo::Mix => {
+            let fams = families(topo);
+            let m = mix::solve(topo, &fams, o.time_limit_s).map_err(SynthError)?;
+            let used: Vec<usize> = (0..fams.len()).filter(|&i| m.weights[i] > 1e-9).collect();
+            let chunks = match o.chunks {
+                Some(c) => c,
+                None => best_chunk_count(topo, &fams, &m),
+            };
+            let counts = mix::round(&m.weights, chunks);
+            let a = mix::combine(&fams, &counts, "mix");
+            let _ = used;
+            Ok(vec![a])
+        }
     }
+}
+
+fn hier_hosts(topo: &Topology) -> Result<Vec<Vec<usize>>, SynthError> {
+    hier::hosts(topo).ok_or_else(|| {
+        SynthError(format!(
+            "--algo hier needs at least two hosts with the same number (≥ 2) of GPUs; {} has {} host(s)",
+            topo.name,
+            topo.num_hosts()
+        ))
+    })
+}
+
+/// The tree families the mixture LP combines, one chunk per shard each:
+/// every single ring, the direct schedule (when its 2(N−1) threadblocks fit
+/// the GPUs), and on several hosts the hierarchical schedule with 0 … g−1
+/// host-mates abroad.
+pub fn families(topo: &Topology) -> Vec<Algorithm> {
+    let n = topo.num_ranks();
+    let spec = Spec::reduce_scatter(n, 1);
+    let mut out = Vec::new();
+    for r in ring::find_rings(topo) {
+        let mut a = ring::ring_algorithm(spec, std::slice::from_ref(&r));
+        a.name = "ring".into();
+        out.push(a);
+    }
+    let sms = topo.min_sms().map(|s| s as usize).unwrap_or(usize::MAX);
+    if n >= 2 && 2 * (n - 1) <= sms {
+        out.push(direct::direct_algorithm(spec));
+    }
+    if let Some(hs) = hier::hosts(topo) {
+        for m in 0..hs[0].len() {
+            out.push(hier::hier_algorithm(spec, &hs, m));
+        }
+    }
+    out
+}
+
+/// Smallest C ≤ MIX_MAX_CHUNKS whose rounding stays within 1 % of the LP
+/// optimum (else the best C found).
+fn best_chunk_count(topo: &Topology, fams: &[Algorithm], m: &mix::Mixture) -> usize {
+    let loads: Vec<_> = fams
+        .iter()
+        .map(|f| mix::link_loads(topo, f).unwrap_or_default())
+        .collect();
+    let util = |counts: &[usize], c: usize| -> f64 {
+        let mut per_link: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
+        for (i, l) in loads.iter().enumerate() {
+            for (&e, &v) in l {
+                *per_link.entry(e).or_default() += v * counts[i] as f64 / c as f64;
+            }
+        }
+        per_link
+            .iter()
+            .map(|(&e, &v)| v / topo.graph[petgraph::graph::EdgeIndex::new(e)].capacity_gbps())
+            .fold(0.0, f64::max)
+    };
+    let mut best = (f64::INFINITY, 1);
+    for c in 1..=MIX_MAX_CHUNKS {
+        let counts = mix::round(&m.weights, c);
+        let u = util(&counts, c);
+        if u <= m.t * 1.01 {
+            return c;
+        }
+        if u < best.0 - 1e-12 {
+            best = (u, c);
+        }
+    }
+    best.1
 }

@@ -1,0 +1,172 @@
+//! The LP mixture: bandwidth-optimal combinations of tree families.
+//!
+//! Each *family* is a complete reduce-scatter with one chunk per shard (a
+//! single ring, the direct schedule, the hierarchical schedule with m
+//! host-mates abroad, …). Routing a shard through family i puts a known
+//! load on every link (its transfers' routes). The LP (good_lp + HiGHS)
+//! chooses the fraction y_i of every shard that goes through each family so
+//! that the most loaded link, relative to its capacity, is as light as
+//! possible:
+//!
+//!   minimise t (+ 10⁻⁶ · Σ_i y_i · solo_i, a tie-break towards families
+//!   that are good alone)  subject to  Σ_i y_i · load_i(e) ≤ t · cap(e)  for every link e,
+//!                           Σ_i y_i = 1,  y ≥ 0.
+//!
+//! t · (S / N) is then the mixture's bandwidth time for a message of S bytes
+//! (the cost model's large-message limit), to be compared with the cut bound
+//! x*·(S/N). The fractions are rounded to C chunks per shard (largest
+//! remainder); chunk j of every shard follows the family it is assigned to.
+
+use crate::ir::{Algorithm, Spec, Topology, Transfer};
+use good_lp::solvers::highs::highs;
+use good_lp::{constraint, variable, Expression, ProblemVariables, Solution, SolverModel};
+use std::collections::HashMap;
+
+/// The result of the LP.
+#[derive(Debug, Clone)]
+pub struct Mixture {
+    /// Fraction of each shard per family (same order as the input).
+    pub weights: Vec<f64>,
+    /// Optimal max link utilisation per unit of shard: time = t·(S/N) / 1e3
+    /// µs for S bytes with capacities in GB/s.
+    pub t: f64,
+}
+
+/// Bytes each directed link carries per byte of shard, for one family
+/// (with one chunk per shard).
+pub fn link_loads(topo: &Topology, fam: &Algorithm) -> Result<HashMap<usize, f64>, String> {
+    let mut loads: HashMap<usize, f64> = HashMap::new();
+    let mut trees: HashMap<usize, Vec<Option<petgraph::graph::EdgeIndex>>> = HashMap::new();
+    let per_chunk = 1.0 / fam.spec.chunks as f64;
+    for t in &fam.transfers {
+        let pred = trees.entry(t.src).or_insert_with(|| topo.route_tree(t.src));
+        let r = topo
+            .route_from_tree(t.src, t.dst, pred)
+            .ok_or_else(|| format!("no route from rank {} to rank {}", t.src, t.dst))?;
+        for e in r.links {
+            *loads.entry(e.index()).or_default() += per_chunk;
+        }
+    }
+    Ok(loads)
+}
+
+/// Solve the mixture LP over `families` (each with one chunk per shard).
+pub fn solve(
+    topo: &Topology,
+    families: &[Algorithm],
+    time_limit_s: f64,
+) -> Result<Mixture, String> {
+    if families.is_empty() {
+        return Err("no families to mix".into());
+    }
+    let loads: Vec<HashMap<usize, f64>> = families
+        .iter()
+        .map(|f| link_loads(topo, f))
+        .collect::<Result<_, _>>()?;
+    let mut vars = ProblemVariables::new();
+    let t = vars.add(variable().min(0.0));
+    let ys: Vec<_> = families
+        .iter()
+        .map(|_| vars.add(variable().min(0.0).max(1.0)))
+        .collect();
+    // Among optimal mixtures prefer families that are good on their own
+    // (a tiny penalty on each family's solo utilisation): the LP has many
+    // optima, and the simplest ones round to few chunks.
+    let solo: Vec<f64> = loads
+        .iter()
+        .map(|m| {
+            m.iter()
+                .map(|(&e, &l)| l / topo.graph[petgraph::graph::EdgeIndex::new(e)].capacity_gbps())
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    let scale = solo
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min)
+        .max(1e-300);
+    let mut objective = Expression::from(t);
+    for (i, &y) in ys.iter().enumerate() {
+        objective += y * (1e-6 * solo[i] / scale);
+    }
+    let mut model = vars
+        .minimise(objective)
+        .using(highs)
+        .set_time_limit(time_limit_s)
+        .with(constraint!(ys.iter().copied().sum::<Expression>() == 1.0));
+    let mut links: Vec<usize> = loads.iter().flat_map(|m| m.keys().copied()).collect();
+    links.sort_unstable();
+    links.dedup();
+    for e in links {
+        let cap = topo.graph[petgraph::graph::EdgeIndex::new(e)].capacity_gbps();
+        let mut lhs = Expression::from(0.0);
+        for (i, m) in loads.iter().enumerate() {
+            if let Some(&l) = m.get(&e) {
+                lhs += ys[i] * (l / cap);
+            }
+        }
+        model = model.with(constraint!(lhs <= t));
+    }
+    let sol = model
+        .solve()
+        .map_err(|e| format!("the mixture LP failed: {e}"))?;
+    Ok(Mixture {
+        weights: ys.iter().map(|&y| sol.value(y).max(0.0)).collect(),
+        t: sol.value(t),
+    })
+}
+
+/// Integer chunk counts per family summing to `chunks` (largest remainder).
+pub fn round(weights: &[f64], chunks: usize) -> Vec<usize> {
+    let total: f64 = weights.iter().sum::<f64>().max(1e-12);
+    let exact: Vec<f64> = weights.iter().map(|w| w / total * chunks as f64).collect();
+    let mut counts: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
+    let mut rest: Vec<(usize, f64)> = exact
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (i, x - x.floor()))
+        .collect();
+    rest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut left = chunks - counts.iter().sum::<usize>();
+    for (i, _) in rest {
+        if left == 0 {
+            break;
+        }
+        counts[i] += 1;
+        left -= 1;
+    }
+    counts
+}
+
+/// Build the mixed Algorithm: `counts[i]` chunks of every shard follow
+/// family i (consecutive chunks, so they move together).
+pub fn combine(families: &[Algorithm], counts: &[usize], name: &str) -> Algorithm {
+    let n = families[0].spec.ranks;
+    let chunks: usize = counts.iter().sum();
+    let spec = Spec::reduce_scatter(n, chunks);
+    let mut transfers = Vec::new();
+    let mut first_chunk = 0;
+    let mut chan_base = 0;
+    for (f, &k) in families.iter().zip(counts) {
+        if k == 0 {
+            continue;
+        }
+        for t in &f.transfers {
+            let o = f.spec.owner(t.chunk);
+            for j in 0..k {
+                transfers.push(Transfer {
+                    chunk: o * chunks + first_chunk + j,
+                    channel: chan_base + t.channel,
+                    ..*t
+                });
+            }
+        }
+        first_chunk += k;
+        chan_base += f.num_channels();
+    }
+    Algorithm {
+        name: name.into(),
+        spec,
+        transfers,
+    }
+}
