@@ -211,6 +211,14 @@ pub fn auto(
         if let Some(p) = progress {
             p(i, algos.len() + 1, &format!("synthesizing {}", a.name()));
         }
+        if a == Algo::Direct && !synth::direct_applies(topo) {
+            skipped.push(format!(
+                "direct: not offered for {} ranks (at most {} and 2(N-1) threadblocks within the SM count)",
+                topo.num_ranks(),
+                synth::DIRECT_MAX_RANKS
+            ));
+            continue;
+        }
         match compile_one(topo, a, opts) {
             Ok(c) => candidates.push(c),
             Err(CompileError::Request(m)) if a != Algo::Ring => skipped.push(m),

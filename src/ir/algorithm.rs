@@ -110,19 +110,9 @@ impl Algorithm {
                         )));
                     }
                 }
-                // Walk to the root; steps strictly increase so no cycle can
-                // survive the check above, but guard anyway.
-                let mut v = r;
-                let mut hops = 0;
-                while v != owner {
-                    v = par[v].map(|x| x.0).unwrap_or(owner);
-                    hops += 1;
-                    if hops > n {
-                        return Err(AlgorithmError(format!(
-                            "chunk {c}: the tree edges from rank {r} form a cycle"
-                        )));
-                    }
-                }
+                // No walk to the root is needed: steps strictly increase
+                // along parent edges, so following parents cannot cycle and
+                // must stop at the only rank without a parent, the owner.
             }
         }
         Ok(())

@@ -132,7 +132,21 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
     }
     let max_steps = opts.runtime.max_steps();
     let steps = alg.num_steps().max(1);
-    let mut window = steps;
+    // Skip the one-window attempt when some connection alone would carry
+    // more transfers than a threadblock may have steps.
+    let mut per_conn: HashMap<(usize, usize, usize), usize> = HashMap::new();
+    for t in &alg.transfers {
+        *per_conn.entry((t.src, t.dst, t.channel)).or_default() += 1;
+    }
+    let blocks_hint = alg.spec.chunks.max(1);
+    let crowded = per_conn
+        .values()
+        .any(|&k| k.div_ceil(blocks_hint) > max_steps);
+    let mut window = if crowded {
+        max_steps.saturating_sub(2).max(1).min(steps)
+    } else {
+        steps
+    };
     loop {
         let prog = lower_with_window(alg, opts, window)?;
         let nch = prog.nchannels as usize;
@@ -210,7 +224,8 @@ fn lower_with_window(
     // Per block: children and parent of every rank.
     let cps = spec.chunks;
     let mut ops: Vec<Vec<Op>> = vec![Vec::new(); n]; // per rank
-    let mut chains: Vec<HashMap<usize, Vec<usize>>> = vec![HashMap::new(); n]; // rank → block → op ids
+                                                     // Per rank, per block: the chain's op ids, a contiguous range.
+    let mut chains: Vec<Vec<std::ops::Range<usize>>> = vec![Vec::with_capacity(blocks.len()); n];
     for (bi, b) in blocks.iter().enumerate() {
         let mut children: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); n];
         let mut parent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
@@ -221,7 +236,7 @@ fn lower_with_window(
         for v in 0..n {
             children[v].sort_unstable();
             let c0 = b.start;
-            let mut chain = Vec::new();
+            let chain_start = ops[v].len();
             let is_root = v == b.owner;
             let acc = if is_root {
                 Slot::Out(c0 - v * cps)
@@ -229,7 +244,6 @@ fn lower_with_window(
                 Slot::Acc(bi)
             };
             for (j, &(step, src, ch)) in children[v].iter().enumerate() {
-                chain.push(ops[v].len());
                 ops[v].push(Op {
                     kind: OpKind::RecvReduce,
                     key: (step, 1, c0, src, v),
@@ -241,7 +255,6 @@ fn lower_with_window(
                 });
             }
             if let Some((dst, step, ch)) = parent[v] {
-                chain.push(ops[v].len());
                 ops[v].push(Op {
                     kind: OpKind::Send,
                     key: (step, 0, c0, v, dst),
@@ -256,7 +269,6 @@ fn lower_with_window(
                     block: bi,
                 });
             } else if is_root && children[v].is_empty() {
-                chain.push(ops[v].len());
                 ops[v].push(Op {
                     kind: OpKind::Copy,
                     key: (0, 0, c0, v, v),
@@ -267,7 +279,7 @@ fn lower_with_window(
                     block: bi,
                 });
             }
-            chains[v].insert(bi, chain);
+            chains[v].push(chain_start..ops[v].len());
         }
     }
 
@@ -278,9 +290,9 @@ fn lower_with_window(
         // Fusable (chan, recv peer, send peer) candidates: the last receive
         // of a chain followed by its send on the same channel.
         let mut cand: HashMap<(usize, usize, usize), usize> = HashMap::new();
-        for chain in chains[v].values() {
+        for chain in &chains[v] {
             if chain.len() >= 2 {
-                let (a, b) = (&rops[chain[chain.len() - 2]], &rops[chain[chain.len() - 1]]);
+                let (a, b) = (&rops[chain.end - 2], &rops[chain.end - 1]);
                 if a.kind == OpKind::RecvReduce && b.kind == OpKind::Send && a.chan == b.chan {
                     *cand.entry((a.chan, a.peer, b.peer)).or_default() += 1;
                 }
@@ -331,6 +343,12 @@ fn lower_with_window(
         for list in tb_ops.iter_mut() {
             list.sort_unstable_by_key(|&i| rops[i].key);
         }
+        let mut next_in_chain = vec![usize::MAX; rops.len()];
+        for chain in &chains[v] {
+            for i in chain.start..chain.end.saturating_sub(1) {
+                next_in_chain[i] = i + 1;
+            }
+        }
         // Fuse and place: op id → (tb, step position).
         let mut pos_of_op = vec![(0usize, 0usize); rops.len()];
         // Per TB: (step kind, op ids) before field assignment.
@@ -340,11 +358,12 @@ fn lower_with_window(
             let mut i = 0;
             while i < list.len() {
                 let a = &rops[list[i]];
-                let fuse = i + 1 < list.len() && {
+                // Only the chain's last receive may fuse with its send: an
+                // earlier one would skip the remaining children.
+                let fuse = i + 1 < list.len() && next_in_chain[list[i]] == list[i + 1] && {
                     let b = &rops[list[i + 1]];
                     a.kind == OpKind::RecvReduce
                         && b.kind == OpKind::Send
-                        && a.block == b.block
                         && a.dst == b.src
                         && matches!(a.dst, Slot::Acc(_))
                 };
@@ -398,9 +417,9 @@ fn lower_with_window(
         };
         // Dependencies along chains across threadblocks.
         let mut dep_of: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
-        for chain in chains[v].values() {
-            for w in chain.windows(2) {
-                let (pa, pb) = (pos_of_op[w[0]], pos_of_op[w[1]]);
+        for chain in &chains[v] {
+            for i in chain.start..chain.end.saturating_sub(1) {
+                let (pa, pb) = (pos_of_op[i], pos_of_op[i + 1]);
                 if pa.0 != pb.0 {
                     dep_of.insert(pb, pa);
                 }

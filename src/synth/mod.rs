@@ -156,9 +156,20 @@ fn hier_hosts(topo: &Topology) -> Result<Vec<Vec<usize>>, SynthError> {
     })
 }
 
+/// Most ranks for which the direct schedule is a candidate: beyond it the
+/// 2(N−1) threadblocks per rank crowd the GPU and the flow simulation of
+/// N(N−1) concurrent transfers dominates `auto`'s time.
+pub const DIRECT_MAX_RANKS: usize = 32;
+
+/// Whether the direct schedule is offered for `topo`.
+pub fn direct_applies(topo: &Topology) -> bool {
+    let n = topo.num_ranks();
+    let sms = topo.min_sms().map(|s| s as usize).unwrap_or(usize::MAX);
+    (2..=DIRECT_MAX_RANKS).contains(&n) && 2 * (n - 1) <= sms
+}
+
 /// The tree families the mixture LP combines, one chunk per shard each:
-/// every single ring, the direct schedule (when its 2(N−1) threadblocks fit
-/// the GPUs), and on several hosts the hierarchical schedule with 0 … g−1
+/// every single ring, the direct schedule (when it applies), and on several hosts the hierarchical schedule with 0 … g−1
 /// host-mates abroad.
 pub fn families(topo: &Topology) -> Vec<Algorithm> {
     let n = topo.num_ranks();
@@ -169,8 +180,7 @@ pub fn families(topo: &Topology) -> Vec<Algorithm> {
         a.name = "ring".into();
         out.push(a);
     }
-    let sms = topo.min_sms().map(|s| s as usize).unwrap_or(usize::MAX);
-    if n >= 2 && 2 * (n - 1) <= sms {
+    if direct_applies(topo) {
         out.push(direct::direct_algorithm(spec));
     }
     if let Some(hs) = hier::hosts(topo) {

@@ -279,7 +279,7 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
             let tb = t.id;
             let mut prev_nop_dep = false;
             for (si, s) in t.steps.iter().enumerate() {
-                let here = at(p, r as usize, ti, si);
+                let here = Here(p, r as usize, ti, si);
                 if s.s != si as i64 {
                     fail!(
                         "step-index",
@@ -499,4 +499,13 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
         }
     }
     errs
+}
+
+/// A step's location, formatted only when a message needs it.
+struct Here<'a>(&'a Program, usize, usize, usize);
+
+impl std::fmt::Display for Here<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&at(self.0, self.1, self.2, self.3))
+    }
 }

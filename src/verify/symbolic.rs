@@ -225,9 +225,9 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
         };
     }
     let mut indeg = vec![0u32; nodes];
-    let mut adj: Vec<Vec<u32>> = vec![Vec::new(); nodes];
+    let mut edges: Vec<(u32, u32)> = Vec::with_capacity(3 * nodes);
     let mut edge = |from: usize, to: usize| {
-        adj[from].push(to as u32);
+        edges.push((from as u32, to as u32));
         indeg[to] += 1;
     };
     // Pairing (counts and cnt already checked by the structure pass).
@@ -287,18 +287,32 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             }
         }
     }
-    // Kahn's algorithm, smallest node first for determinism.
-    let mut ready: std::collections::BinaryHeap<std::cmp::Reverse<u32>> = (0..nodes as u32)
+    // Compressed adjacency.
+    let mut start = vec![0u32; nodes + 1];
+    for &(f, _) in &edges {
+        start[f as usize + 1] += 1;
+    }
+    for i in 0..nodes {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut targets = vec![0u32; edges.len()];
+    for &(f, t) in &edges {
+        targets[fill[f as usize] as usize] = t;
+        fill[f as usize] += 1;
+    }
+    drop(edges);
+    // Kahn's algorithm (FIFO: deterministic for a given Program).
+    let mut queue: std::collections::VecDeque<u32> = (0..nodes as u32)
         .filter(|&g| indeg[g as usize] == 0)
-        .map(std::cmp::Reverse)
         .collect();
     let mut node_order = Vec::with_capacity(nodes);
-    while let Some(std::cmp::Reverse(g)) = ready.pop() {
+    while let Some(g) = queue.pop_front() {
         node_order.push(g as usize);
-        for &h in &adj[g as usize] {
+        for &h in &targets[start[g as usize] as usize..start[g as usize + 1] as usize] {
             indeg[h as usize] -= 1;
             if indeg[h as usize] == 0 {
-                ready.push(std::cmp::Reverse(h));
+                queue.push_back(h);
             }
         }
     }
@@ -315,12 +329,15 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
     }
     // Steps execute at their first event (a sender's first event precedes
     // its send event, which precedes the receive).
-    let mut pos = vec![0usize; nodes];
-    for (i, &n) in node_order.iter().enumerate() {
-        pos[n] = i;
+    let mut step_at = vec![NONE; nodes];
+    for (gid, &f) in first.iter().enumerate() {
+        step_at[f] = gid;
     }
-    let mut order: Vec<usize> = (0..total).collect();
-    order.sort_by_key(|&g| pos[first[g]]);
+    let order: Vec<usize> = node_order
+        .iter()
+        .map(|&n| step_at[n])
+        .filter(|&g| g != NONE)
+        .collect();
     Ok(Plan {
         p,
         loc,
@@ -383,7 +400,7 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
         })
         .collect();
     // Messages in flight, keyed by the sending step.
-    let mut inflight: HashMap<usize, Vec<V>> = HashMap::new();
+    let mut inflight: Vec<Vec<V>> = vec![Vec::new(); plan.loc.len()];
     let mut out: Vec<V> = Vec::new();
     for &gid in &plan.order {
         {
@@ -393,7 +410,7 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
             let st = &g.tbs[ti].steps[si];
             let here = || format!("{} in {} mode", at(p, g.id as usize, ti, si), mode.name());
             let msg: Vec<V> = if st.kind.recvs() {
-                inflight.remove(&plan.pair_prev[gid]).unwrap_or_default()
+                std::mem::take(&mut inflight[plan.pair_prev[gid]])
             } else {
                 Vec::new()
             };
@@ -496,7 +513,7 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
                 rk.snap.insert((ti as u32, si as u32), snap);
             }
             if st.kind.sends() {
-                inflight.insert(gid, std::mem::take(&mut out));
+                inflight[gid] = std::mem::take(&mut out);
             }
         }
     }
@@ -601,32 +618,57 @@ pub(crate) fn run(p: &Program) -> Result<Vec<&'static str>, VerifyError> {
     if p.inplace {
         todo.push(Mode::InPlace);
     }
-    for mode in todo {
-        let ranks = execute::<Fp>(&plan, mode)?;
-        if let Err((r, k, _, _)) = postcondition(&plan, mode, &ranks) {
-            // Diagnose exactly.
-            let exact = execute::<Exact>(&plan, mode)?;
-            let detail = match postcondition(&plan, mode, &exact) {
-                Err((r2, k2, got, want)) => {
-                    let where_ = if p.gpus[plan.idx.gpu_of_rank[r2]].o_chunks > 0 {
-                        format!("o[{k2}]")
-                    } else {
-                        format!("i[{}]", r2 * (p.nchunksperloop / p.ngpus) as usize + k2)
-                    };
-                    if got.0.is_empty() {
-                        format!("rank {r2} output chunk {k2} ({where_}) is never written")
-                    } else {
-                        format!("rank {r2} output chunk {k2} ({where_}) {}", got.diff(&want))
-                    }
-                }
-                Ok(()) => format!("rank {r} output chunk {k} is wrong"),
-            };
-            return Err(VerifyError::new(
-                "postcondition",
-                format!("{} mode: {detail}", mode.name()),
-            ));
-        }
+    // The aliasing modes are independent runs: use a thread each.
+    let results: Vec<Result<(), VerifyError>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = todo
+            .iter()
+            .map(|&mode| {
+                let plan = &plan;
+                sc.spawn(move || check_mode(plan, mode))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(VerifyError::new("internal", "a verifier thread panicked"))
+                })
+            })
+            .collect()
+    });
+    for (mode, r) in todo.iter().zip(results) {
+        r?;
         modes.push(mode.name());
     }
     Ok(modes)
+}
+
+/// Execute one aliasing mode and check the post-condition.
+fn check_mode(plan: &Plan, mode: Mode) -> Result<(), VerifyError> {
+    let p = plan.p;
+    let ranks = execute::<Fp>(plan, mode)?;
+    if let Err((r, k, _, _)) = postcondition(plan, mode, &ranks) {
+        // Diagnose exactly.
+        let exact = execute::<Exact>(plan, mode)?;
+        let detail = match postcondition(plan, mode, &exact) {
+            Err((r2, k2, got, want)) => {
+                let where_ = if p.gpus[plan.idx.gpu_of_rank[r2]].o_chunks > 0 {
+                    format!("o[{k2}]")
+                } else {
+                    format!("i[{}]", r2 * (p.nchunksperloop / p.ngpus) as usize + k2)
+                };
+                if got.0.is_empty() {
+                    format!("rank {r2} output chunk {k2} ({where_}) is never written")
+                } else {
+                    format!("rank {r2} output chunk {k2} ({where_}) {}", got.diff(&want))
+                }
+            }
+            Ok(()) => format!("rank {r} output chunk {k} is wrong"),
+        };
+        return Err(VerifyError::new(
+            "postcondition",
+            format!("{} mode: {detail}", mode.name()),
+        ));
+    }
+    Ok(())
 }
