@@ -345,8 +345,9 @@ fn lower_with_window(
         }
         let mut next_in_chain = vec![usize::MAX; rops.len()];
         for chain in &chains[v] {
-            for i in chain.start..chain.end.saturating_sub(1) {
-                next_in_chain[i] = i + 1;
+            let end = chain.end.saturating_sub(1).max(chain.start);
+            for (i, next) in next_in_chain[chain.start..end].iter_mut().enumerate() {
+                *next = chain.start + i + 1;
             }
         }
         // Fuse and place: op id → (tb, step position).
