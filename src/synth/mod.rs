@@ -2,6 +2,7 @@
 //! file; `synthesize` picks by name.
 
 pub mod ring;
+pub mod sccl;
 
 use crate::ir::{Algorithm, Spec, Topology};
 use std::fmt;
