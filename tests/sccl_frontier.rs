@@ -172,3 +172,22 @@ fn unusable_inputs_are_clear_errors() {
         Err(SearchError::Topology(_))
     ));
 }
+
+#[test]
+fn time_limit_gives_unknown_or_error_never_a_wrong_answer() {
+    let g = dgx1();
+    match frontier(&g, 6, Duration::from_millis(1)) {
+        Err(SearchError::TimeLimit { unknown, .. }) => assert!(!unknown.is_empty()),
+        other => panic!("a 1 ms budget cannot finish the DGX-1 search: {other:?}"),
+    }
+    // A tiny per-instance limit may still find (3,7,6) but must never
+    // claim it infeasible.
+    let d = decide(
+        &g,
+        SccCollective::ReduceScatter,
+        Point::new(3, 7, 6),
+        Duration::from_millis(1),
+    )
+    .unwrap();
+    assert_ne!(d, Decision::Unsat);
+}

@@ -530,10 +530,24 @@ pub fn decide_allgather(
             }
         }
     }
-    for (ei, &(_, _, cap)) in edges.iter().enumerate() {
+    // A rank whose ingress capacity over R rounds equals the (N−1)·C chunks
+    // it must receive has every incoming link busy in every round: the
+    // capacity rows into it are equalities (implied, but a much tighter LP).
+    let saturated: Vec<bool> = (0..n)
+        .map(|v| {
+            let inn: usize = into[v].iter().map(|&ei| edges[ei].2 as usize).sum();
+            inn * r == (n - 1) * c
+        })
+        .collect();
+    for (ei, &(_, b, cap)) in edges.iter().enumerate() {
         for (k, &rk) in rounds.iter().enumerate() {
             let load: Expression = x.iter().filter_map(|xc| xc[ei][k]).sum();
-            model.add_constraint((load - (cap as f64) * rk).leq(0.0));
+            let row = load - (cap as f64) * rk;
+            model.add_constraint(if saturated[b] {
+                row.eq(0.0)
+            } else {
+                row.leq(0.0)
+            });
         }
     }
     // Symmetry breaking among one owner's chunks: weight of first-step sends.
