@@ -31,6 +31,9 @@ use std::time::{Duration, Instant};
 /// Largest rank count the search accepts (the cut bound enumerates subsets).
 pub const MAX_RANKS: usize = 16;
 
+/// Largest MILP (chunk × link × step variables) an instance may need.
+pub const MAX_VARIABLES: usize = 2_000_000;
+
 /// Errors of the SCCL-model search.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SearchError {
@@ -472,6 +475,13 @@ pub fn decide_allgather(
     let (s, r, c) = (p.steps, p.rounds, p.chunks);
     let total = n * c;
     let edges = g.edges();
+    let size = total.saturating_mul(edges.len()).saturating_mul(s);
+    if size > MAX_VARIABLES {
+        return Err(SearchError::Request(format!(
+            "instance {p} on {} needs about {size} variables (at most {MAX_VARIABLES})",
+            g.name
+        )));
+    }
     let mut vars = ProblemVariables::new();
     let rounds: Vec<Variable> = (0..s)
         .map(|_| vars.add(variable().integer().min(1).max((r - s + 1) as f64)))
@@ -1052,6 +1062,15 @@ mod tests {
             Err(SearchError::Request(_))
         ));
         assert!(decide(&g, SccCollective::Allgather, Point::new(0, 1, 1), T).is_err());
+        assert!(matches!(
+            decide(
+                &g,
+                SccCollective::Allgather,
+                Point::new(1000, 2000, 1000),
+                T
+            ),
+            Err(SearchError::Request(_))
+        ));
     }
 
     #[test]
