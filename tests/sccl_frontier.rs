@@ -191,3 +191,26 @@ fn time_limit_gives_unknown_or_error_never_a_wrong_answer() {
     .unwrap();
     assert_ne!(d, Decision::Unsat);
 }
+
+#[test]
+fn dgx1_allgather_frontier_matches_sccl() {
+    let g = dgx1();
+    let rep = search(&g, SccCollective::Allgather, 6, LIMIT).unwrap();
+    assert!(rep.complete);
+    assert_eq!(
+        rep.frontier(),
+        vec![Point::new(2, 3, 2), Point::new(3, 7, 6)]
+    );
+    assert_eq!(rep.least_steps(), Some(Point::new(2, 2, 1)));
+    // SCCL's "found on the way" points.
+    for p in [
+        Point::new(3, 4, 3),
+        Point::new(3, 5, 4),
+        Point::new(3, 6, 5),
+    ] {
+        assert!(rep.schedule(p).is_some(), "{p} found");
+    }
+    for s in &rep.found {
+        validate(&g, s).unwrap();
+    }
+}
