@@ -482,6 +482,18 @@ pub fn decide_allgather(
             g.name
         )));
     }
+    // Fast path for refutations: the per-owner aggregate is a relaxation,
+    // so its infeasibility proves Unsat (a feasible aggregate need not split
+    // into chunks; the full MILP then decides).
+    let deadline = Instant::now() + time_limit;
+    let left = || deadline.saturating_duration_since(Instant::now());
+    if aggregated_infeasible(g, p, &dist, &edges, time_limit)? {
+        return Ok(Decision::Unsat);
+    }
+    let time_limit = left();
+    if time_limit.is_zero() {
+        return Ok(Decision::Unknown);
+    }
     let mut vars = ProblemVariables::new();
     let rounds: Vec<Variable> = (0..s)
         .map(|_| vars.add(variable().integer().min(1).max((r - s + 1) as f64)))
@@ -588,32 +600,17 @@ pub fn decide_allgather(
         .iter()
         .map(|&v| sol.value(v).round().max(0.0) as usize)
         .collect();
-    let mut base = Vec::with_capacity(s);
-    let mut acc = 0;
-    for &rk in &rounds_per_step {
-        base.push(acc);
-        acc += rk;
-    }
-    let mut sends = Vec::new();
-    for (ei, &(a, b, cap)) in edges.iter().enumerate() {
-        for (k, &bk) in base.iter().enumerate() {
-            let mut i = 0usize;
-            for (ch, xc) in x.iter().enumerate() {
-                if let Some(var) = xc[ei][k] {
-                    if sol.value(var) > 0.5 {
-                        sends.push(Send {
-                            step: k,
-                            round: bk + i / cap as usize,
-                            chunk: ch,
-                            src: a,
-                            dst: b,
-                        });
-                        i += 1;
-                    }
+    let mut moves = Vec::new();
+    for (ch, xc) in x.iter().enumerate() {
+        for (ei, xe) in xc.iter().enumerate() {
+            for (k, var) in xe.iter().enumerate() {
+                if var.is_some_and(|v| sol.value(v) > 0.5) {
+                    moves.push((ch, ei, k));
                 }
             }
         }
     }
+    let mut sends = assign_rounds(&edges, &rounds_per_step, moves);
     sends.sort();
     let sched = Schedule {
         coll: SccCollective::Allgather,
@@ -624,6 +621,127 @@ pub fn decide_allgather(
     };
     validate(g, &sched).map_err(|m| SearchError::Solver(format!("instance {p}: {m}")))?;
     Ok(Decision::Sat(sched))
+}
+
+/// The per-owner aggregate of the MILP: integer `f[o][e][k]` = how many of
+/// owner o's chunks cross link e in step k. Summing the binary model's
+/// `x[c][e][k]` over an owner's chunks satisfies every row here, so this is a
+/// relaxation: when HiGHS proves it infeasible, the instance is Unsat. (A
+/// feasible aggregate need not decompose into chunks, so Sat still needs the
+/// full model.) True only on a proof of infeasibility.
+fn aggregated_infeasible(
+    g: &UnitTopology,
+    p: Point,
+    dist: &[Vec<usize>],
+    edges: &[(usize, usize, u32)],
+    time_limit: Duration,
+) -> Result<bool, SearchError> {
+    let n = g.ranks();
+    let (s, r, c) = (p.steps, p.rounds, p.chunks);
+    let mut vars = ProblemVariables::new();
+    let rounds: Vec<Variable> = (0..s)
+        .map(|_| vars.add(variable().integer().min(1).max((r - s + 1) as f64)))
+        .collect();
+    let mut f: Vec<Vec<Vec<Option<Variable>>>> = vec![vec![vec![None; s]; edges.len()]; n];
+    for (o, fo) in f.iter_mut().enumerate() {
+        for (ei, &(a, b, _)) in edges.iter().enumerate() {
+            if b == o {
+                continue;
+            }
+            for (k, slot) in fo[ei].iter_mut().enumerate() {
+                if dist[o][a] <= k {
+                    *slot = Some(vars.add(variable().integer().min(0).max(c as f64)));
+                }
+            }
+        }
+    }
+    let mut model = vars
+        .minimise(Expression::from(0.0))
+        .using(highs)
+        .set_time_limit(time_limit.as_secs_f64());
+    let sum_rounds: Expression = rounds.iter().copied().sum();
+    model.add_constraint(sum_rounds.eq(r as f64));
+    let mut into: Vec<Vec<usize>> = vec![vec![]; n];
+    let mut out_of: Vec<Vec<usize>> = vec![vec![]; n];
+    for (ei, &(a, b, _)) in edges.iter().enumerate() {
+        into[b].push(ei);
+        out_of[a].push(ei);
+    }
+    for (o, fo) in f.iter().enumerate() {
+        for v in 0..n {
+            if v == o {
+                continue;
+            }
+            let recv: Expression = into[v]
+                .iter()
+                .flat_map(|&ei| fo[ei].iter().flatten().copied())
+                .sum();
+            model.add_constraint(recv.eq(c as f64));
+            for k in 0..s {
+                let before: Expression = into[v]
+                    .iter()
+                    .flat_map(|&ei| fo[ei][..k].iter().flatten().copied())
+                    .sum();
+                for &ei in &out_of[v] {
+                    if let Some(var) = fo[ei][k] {
+                        model.add_constraint((Expression::from(var) - before.clone()).leq(0.0));
+                    }
+                }
+            }
+        }
+    }
+    for (ei, &(_, b, cap)) in edges.iter().enumerate() {
+        let inn: usize = into[b].iter().map(|&e| edges[e].2 as usize).sum();
+        let saturated = inn * r == (n - 1) * c;
+        for (k, &rk) in rounds.iter().enumerate() {
+            let load: Expression = f.iter().filter_map(|fo| fo[ei][k]).sum();
+            let row = load - (cap as f64) * rk;
+            model.add_constraint(if saturated { row.eq(0.0) } else { row.leq(0.0) });
+        }
+    }
+    match model.solve() {
+        Err(ResolutionError::Infeasible) => Ok(true),
+        Ok(_) | Err(ResolutionError::Other("NoSolutionFound")) => Ok(false),
+        Err(e) => Err(SearchError::Solver(format!(
+            "instance {p} (aggregate): {e}"
+        ))),
+    }
+}
+
+/// Turn moves (chunk, edge, step) into sends: within step k, the chunks one
+/// link carries fill its `cap` parallel links round by round.
+fn assign_rounds(
+    edges: &[(usize, usize, u32)],
+    rounds_per_step: &[usize],
+    mut moves: Vec<(usize, usize, usize)>,
+) -> Vec<Send> {
+    let mut base = Vec::with_capacity(rounds_per_step.len());
+    let mut acc = 0;
+    for &rk in rounds_per_step {
+        base.push(acc);
+        acc += rk;
+    }
+    moves.sort_by_key(|&(ch, ei, k)| (ei, k, ch));
+    let mut sends = Vec::with_capacity(moves.len());
+    let mut i = 0usize;
+    for (j, &(ch, ei, k)) in moves.iter().enumerate() {
+        let same = j
+            .checked_sub(1)
+            .and_then(|q| moves.get(q))
+            .is_some_and(|&(_, e2, k2)| (e2, k2) == (ei, k));
+        i = if same { i + 1 } else { 0 };
+        let Some(&(a, b, cap)) = edges.get(ei) else {
+            continue;
+        };
+        sends.push(Send {
+            step: k,
+            round: base.get(k).copied().unwrap_or(0) + i / cap.max(1) as usize,
+            chunk: ch,
+            src: a,
+            dst: b,
+        });
+    }
+    sends
 }
 
 /// Check a schedule against the model on `topo`, independently of how it
