@@ -472,7 +472,7 @@ pub fn decide_allgather(
     if p.rounds < p.steps || p.steps < diameter || p.rounds * bd < p.chunks * bn {
         return Ok(Decision::Unsat);
     }
-    let (s, r, c) = (p.steps, p.rounds, p.chunks);
+    let (s, c) = (p.steps, p.chunks);
     let total = n * c;
     let edges = g.edges();
     let size = total.saturating_mul(edges.len()).saturating_mul(s);
@@ -487,16 +487,43 @@ pub fn decide_allgather(
     // into chunks; the full MILP then decides).
     let deadline = Instant::now() + time_limit;
     let left = || deadline.saturating_duration_since(Instant::now());
-    if aggregated_infeasible(g, p, &dist, &edges, time_limit)? {
-        return Ok(Decision::Unsat);
+    match aggregate(g, p, &dist, &edges, time_limit)? {
+        Agg::Infeasible => return Ok(Decision::Unsat),
+        Agg::Feasible(rounds) if !left().is_zero() => {
+            // The aggregate's rounds vector usually admits a schedule, and
+            // the MILP with fixed rounds is several times faster. Only its
+            // Sat is used; otherwise the rounds stay free below.
+            if let Decision::Sat(sched) = full_milp(g, p, &dist, &edges, Some(&rounds), left())? {
+                return Ok(Decision::Sat(sched));
+            }
+        }
+        _ => {}
     }
     let time_limit = left();
     if time_limit.is_zero() {
         return Ok(Decision::Unknown);
     }
+    full_milp(g, p, &dist, &edges, None, time_limit)
+}
+
+/// The full MILP (see [`decide_allgather`]); `fixed` pins the rounds vector.
+fn full_milp(
+    g: &UnitTopology,
+    p: Point,
+    dist: &[Vec<usize>],
+    edges: &[(usize, usize, u32)],
+    fixed: Option<&[usize]>,
+    time_limit: Duration,
+) -> Result<Decision, SearchError> {
+    let n = g.ranks();
+    let (s, r, c) = (p.steps, p.rounds, p.chunks);
+    let total = n * c;
     let mut vars = ProblemVariables::new();
     let rounds: Vec<Variable> = (0..s)
-        .map(|_| vars.add(variable().integer().min(1).max((r - s + 1) as f64)))
+        .map(|k| match fixed.and_then(|f| f.get(k)) {
+            Some(&rk) => vars.add(variable().integer().min(rk as f64).max(rk as f64)),
+            None => vars.add(variable().integer().min(1).max((r - s + 1) as f64)),
+        })
         .collect();
     // x[chunk][edge][step]
     let mut x: Vec<Vec<Vec<Option<Variable>>>> = vec![vec![vec![None; s]; edges.len()]; total];
@@ -610,7 +637,7 @@ pub fn decide_allgather(
             }
         }
     }
-    let mut sends = assign_rounds(&edges, &rounds_per_step, moves);
+    let mut sends = assign_rounds(edges, &rounds_per_step, moves);
     sends.sort();
     let sched = Schedule {
         coll: SccCollective::Allgather,
@@ -628,14 +655,14 @@ pub fn decide_allgather(
 /// `x[c][e][k]` over an owner's chunks satisfies every row here, so this is a
 /// relaxation: when HiGHS proves it infeasible, the instance is Unsat. (A
 /// feasible aggregate need not decompose into chunks, so Sat still needs the
-/// full model.) True only on a proof of infeasibility.
-fn aggregated_infeasible(
+/// full model.)
+fn aggregate(
     g: &UnitTopology,
     p: Point,
     dist: &[Vec<usize>],
     edges: &[(usize, usize, u32)],
     time_limit: Duration,
-) -> Result<bool, SearchError> {
+) -> Result<Agg, SearchError> {
     let n = g.ranks();
     let (s, r, c) = (p.steps, p.rounds, p.chunks);
     let mut vars = ProblemVariables::new();
@@ -700,12 +727,25 @@ fn aggregated_infeasible(
         }
     }
     match model.solve() {
-        Err(ResolutionError::Infeasible) => Ok(true),
-        Ok(_) | Err(ResolutionError::Other("NoSolutionFound")) => Ok(false),
+        Err(ResolutionError::Infeasible) => Ok(Agg::Infeasible),
+        Ok(sol) => Ok(Agg::Feasible(
+            rounds
+                .iter()
+                .map(|&v| sol.value(v).round().max(1.0) as usize)
+                .collect(),
+        )),
+        Err(ResolutionError::Other("NoSolutionFound")) => Ok(Agg::Unknown),
         Err(e) => Err(SearchError::Solver(format!(
             "instance {p} (aggregate): {e}"
         ))),
     }
+}
+
+enum Agg {
+    Infeasible,
+    /// Feasible, with this rounds vector.
+    Feasible(Vec<usize>),
+    Unknown,
 }
 
 /// Turn moves (chunk, edge, step) into sends: within step k, the chunks one
