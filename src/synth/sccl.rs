@@ -438,8 +438,15 @@ fn time_reverse(s: &Schedule) -> Schedule {
 /// - symmetry breaking: the chunks of one owner are interchangeable, so
 ///   they are ordered by a weighted count of their first-step sends.
 ///
+/// - saturation: when a rank's ingress capacity over R rounds equals the
+///   chunks it must receive, its incoming capacity rows are equalities.
+///
 /// Trivial cases are answered without the solver (S below the largest
-/// distance, R < S, R below the cut bound: Unsat).
+/// distance, R < S, R below the cut bound: Unsat). Before the MILP, the
+/// per-owner aggregate (a relaxation, see `aggregate`) is solved: its
+/// infeasibility proves Unsat; when feasible, the MILP is first tried with
+/// the aggregate's rounds vector fixed (only a Sat is taken from that try),
+/// then with free rounds.
 pub fn decide_allgather(
     g: &UnitTopology,
     p: Point,
