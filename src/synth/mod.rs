@@ -7,6 +7,7 @@ pub mod direct;
 pub mod hier;
 pub mod mix;
 pub mod ring;
+pub mod sccl;
 
 use crate::ir::{Algorithm, Spec, Topology};
 use std::fmt;
