@@ -220,7 +220,7 @@ pub fn run_program_cuda(
     nvrtc_options((9, 0), opts.dtype, opts.redop)?;
     if !driver_present() {
         return Err(ExecError::Unsupported(
-            "no CUDA driver found (libcuda.so could not be loaded); the cuda backend needs an NVIDIA GPU and driver — use --backend cpu"
+            "no CUDA driver found (libcuda.so could not be loaded): the cuda backend is not available on this machine (it needs an NVIDIA GPU and driver); use --backend cpu"
                 .into(),
         ));
     }
