@@ -316,6 +316,11 @@ fn open_devices(
                 "threadblocks of a device are not contiguous".into(),
             ));
         }
+        // Registers may cap the block size below 512.
+        let threads_max = func
+            .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+            .map_err(cu("function attribute"))?;
+        let threads_max = (threads_max.clamp(32, 512) as u32) / 32 * 32;
         let stream = ctx.new_stream().map_err(cu("stream"))?;
         devs.push(Dev {
             ctx,
@@ -324,7 +329,7 @@ fn open_devices(
             copy,
             tb_base,
             ntbs: mine.len(),
-            threads_max: 512,
+            threads_max,
             sms,
         });
     }
@@ -443,7 +448,11 @@ fn run_typed<T: Raw, O: Op<T>>(
         opts.fifo_slots as u64,
     );
     let fifo_b = layout::fifo_bytes(max_geo.slots, max_geo.tile, esz);
-    let threads = layout::threads_per_block(max_geo.tile, esz).min(devs[0].threads_max);
+    let threads = devs
+        .iter()
+        .fold(layout::threads_per_block(max_geo.tile, esz), |t, d| {
+            t.min(d.threads_max)
+        });
     for d in &devs {
         let per_sm = d
             .func
