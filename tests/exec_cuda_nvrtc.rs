@@ -62,3 +62,36 @@ fn unsupported_dtypes_are_refused_before_compiling() {
         assert!(e.to_string().contains("cuda backend"), "{e}");
     }
 }
+
+/// NVRTC's built-in ptxas assembles the kernel into sm_80 / sm_90 machine
+/// code (so the inline PTX is valid there), with no spills, and few enough
+/// registers that 512-thread blocks fit (≤ 128 per thread).
+#[test]
+fn kernel_assembles_to_cubin_without_spills() {
+    if !nvrtc_or_skip() {
+        return;
+    }
+    for arch in [(8, 0), (9, 0)] {
+        for d in DTYPES {
+            let (size, log) = rscc::exec::cuda::compile_cubin(arch, d, RedOp::Sum)
+                .unwrap_or_else(|e| panic!("{arch:?} {}: {e}", d.name()));
+            assert!(size > 0);
+            eprintln!("sm_{}{} {}: {}", arch.0, arch.1, d.name(), log.trim());
+            for line in log.lines().filter(|l| l.contains("spill stores")) {
+                assert!(line.contains(" 0 bytes spill stores"), "{line}");
+            }
+            for line in log
+                .lines()
+                .filter(|l| l.contains("Used ") && l.contains("registers"))
+            {
+                let regs: u32 = line
+                    .split("Used ")
+                    .nth(1)
+                    .and_then(|x| x.split_whitespace().next())
+                    .and_then(|x| x.parse().ok())
+                    .unwrap_or(999);
+                assert!(regs <= 128, "{line}");
+            }
+        }
+    }
+}

@@ -234,6 +234,28 @@ pub fn check_coresident(blocks: u64, per_sm: u64, sms: u64, threads: u32) -> Res
     Ok(())
 }
 
+/// The largest block size, from `start` halving down to 32, at which
+/// `blocks` blocks are co-resident; `cap(t)` is how many blocks of `t`
+/// threads the device holds at once (occupancy × SMs). Smaller blocks cost
+/// bandwidth per threadblock but let schedules with many threadblocks run.
+pub fn choose_threads(
+    start: u32,
+    blocks: u64,
+    mut cap: impl FnMut(u32) -> Result<u64, ExecError>,
+) -> Result<u32, ExecError> {
+    let mut t = start.clamp(32, 1024);
+    loop {
+        let c = cap(t)?;
+        if blocks <= c {
+            return Ok(t);
+        }
+        if t <= 32 {
+            return check_coresident(blocks, c, 1, t).map(|_| t);
+        }
+        t /= 2;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,5 +374,16 @@ mod tests {
         assert!(check_coresident(132 * 4, 4, 132, 512).is_ok());
         let e = check_coresident(132 * 4 + 1, 4, 132, 512).unwrap_err();
         assert!(e.to_string().contains("co-resident"), "{e}");
+        // A register-limited kernel: 2048 threads and 64K registers per SM,
+        // 56 registers per thread, at most 32 blocks per SM, 132 SMs.
+        let cap = |t: u32| -> Result<u64, ExecError> {
+            let by_regs = 65536 / (t as u64 * 56);
+            let by_threads = 2048 / t as u64;
+            Ok(by_regs.min(by_threads).min(32) * 132)
+        };
+        assert_eq!(choose_threads(512, 200, cap).unwrap(), 512);
+        assert_eq!(choose_threads(512, 480, cap).unwrap(), 256);
+        assert_eq!(choose_threads(512, 2000, cap).unwrap(), 64);
+        assert!(choose_threads(512, 5000, cap).is_err());
     }
 }

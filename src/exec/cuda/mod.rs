@@ -115,6 +115,66 @@ fn compile(arch: (i32, i32), dtype: DType, op: RedOp) -> Result<cudarc::nvrtc::P
         .map_err(|e| ExecError::Spawn(format!("NVRTC compile of kernel.cu failed: {e:?}")))
 }
 
+/// Compile the kernel to machine code (CUBIN) for `sm_XY` with NVRTC's
+/// built-in ptxas and `-v`; returns the CUBIN size and the compile log
+/// (registers, spills). A check that the inline PTX assembles and the
+/// kernel's resource use, without a GPU.
+pub fn compile_cubin(
+    arch: (i32, i32),
+    dtype: DType,
+    op: RedOp,
+) -> Result<(usize, String), ExecError> {
+    use cudarc::nvrtc::{result, sys as nsys};
+    let mut options = nvrtc_options(arch, dtype, op)?;
+    options[0] = format!("--gpu-architecture=sm_{}{}", arch.0, arch.1);
+    options.push("--ptxas-options=-v".into());
+    if !nvrtc_present() {
+        return Err(no_nvrtc());
+    }
+    let src = std::ffi::CString::new(KERNEL_SRC)
+        .map_err(|_| ExecError::Spawn("kernel.cu contains a NUL byte".into()))?;
+    let err = |what: &str, e: result::NvrtcError| ExecError::Spawn(format!("NVRTC {what}: {e:?}"));
+    let prog = result::create_program(&src, None).map_err(|e| err("create", e))?;
+    let text = |v: Vec<std::ffi::c_char>| -> String {
+        let b: Vec<u8> = v
+            .into_iter()
+            .map(|c| c as u8)
+            .take_while(|&c| c != 0)
+            .collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    // SAFETY: `prog` comes from create_program, `src` outlives it, and it is
+    // destroyed exactly once below; the CUBIN buffer has the size NVRTC
+    // reported.
+    unsafe {
+        let compiled = result::compile_program(prog, &options);
+        let log = result::get_program_log(prog).map(text).unwrap_or_default();
+        let out = match compiled {
+            Err(e) => Err(ExecError::Spawn(format!(
+                "NVRTC compile (sm_{}{}): {e:?}\n{log}",
+                arch.0, arch.1
+            ))),
+            Ok(()) => {
+                let mut size = 0usize;
+                let r = nsys::nvrtcGetCUBINSize(prog, &mut size);
+                if r != nsys::nvrtcResult::NVRTC_SUCCESS {
+                    Err(ExecError::Spawn(format!("NVRTC CUBIN size: {r:?}")))
+                } else {
+                    let mut buf = vec![0 as std::ffi::c_char; size];
+                    let r = nsys::nvrtcGetCUBIN(prog, buf.as_mut_ptr());
+                    if r != nsys::nvrtcResult::NVRTC_SUCCESS {
+                        Err(ExecError::Spawn(format!("NVRTC CUBIN: {r:?}")))
+                    } else {
+                        Ok((size, log))
+                    }
+                }
+            }
+        };
+        let _ = result::destroy_program(prog);
+        out
+    }
+}
+
 /// Kernel parameters, `struct Params` in kernel.cu (14 × u64 + 2 × i32).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -453,12 +513,16 @@ fn run_typed<T: Raw, O: Op<T>>(
         .fold(layout::threads_per_block(max_geo.tile, esz), |t, d| {
             t.min(d.threads_max)
         });
+    // Every device's threadblocks must be co-resident; shrink blocks if not.
+    let mut threads = threads;
     for d in &devs {
-        let per_sm = d
-            .func
-            .occupancy_max_active_blocks_per_multiprocessor(threads, 0, None)
-            .map_err(cu("occupancy"))? as u64;
-        layout::check_coresident(d.ntbs as u64, per_sm, d.sms, threads)?;
+        threads = layout::choose_threads(threads, d.ntbs as u64, |t| {
+            let per_sm = d
+                .func
+                .occupancy_max_active_blocks_per_multiprocessor(t, 0, None)
+                .map_err(cu("occupancy"))? as u64;
+            Ok(per_sm * d.sms)
+        })?;
     }
     // Allocations (once, for the largest size).
     let mut arena_mem = Vec::new();
