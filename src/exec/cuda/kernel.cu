@@ -14,6 +14,12 @@
 // - a step with cnt = k moves k chunks, one tile of each per call.
 // No headers are included, so the source compiles with NVRTC alone.
 
+#ifdef RSCC_HOST_EMU
+// Host emulation (src/exec/cuda/emu.rs, tests only): each CUDA block runs
+// as one host thread with blockDim.x == 1; see emu_main.cpp for the shims.
+#include "emu_shim.h"
+#endif
+
 typedef unsigned long long u64;
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -102,6 +108,10 @@ __device__ __forceinline__ T st(A x) { return x; }
 #elif RSCC_DTYPE == DT_F16
 typedef u16 T;
 typedef float A;
+#ifdef RSCC_HOST_EMU
+__device__ __forceinline__ A ld(T x) { return emu_f16_to_f32(x); }
+__device__ __forceinline__ T st(A x) { return emu_f32_to_f16(x); }
+#else
 __device__ __forceinline__ A ld(T x) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
@@ -112,6 +122,7 @@ __device__ __forceinline__ T st(A x) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
   return h;
 }
+#endif
 #elif RSCC_DTYPE == DT_BF16
 typedef u16 T;
 typedef float A;
@@ -156,11 +167,15 @@ union V16 {
 // Loads that bypass L1: FIFO slots and buffers are rewritten by other SMs
 // (and other GPUs) between reads, and L1 is not coherent.
 __device__ __forceinline__ uint4 ldcg(const uint4* p) {
+#ifdef RSCC_HOST_EMU
+  return emu_load16(p);
+#else
   uint4 v;
   asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
+#endif
 }
 __device__ __forceinline__ T lds(const T* p) { return *(const volatile T*)p; }
 
@@ -194,9 +209,13 @@ __device__ void combine(T* dst0, T* dst1, const T* a, const T* b, u64 n) {
 // ---------------------------------------------------------------- sync
 
 __device__ __forceinline__ u64 now_ns() {
+#ifdef RSCC_HOST_EMU
+  return emu_now_ns();
+#else
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+#endif
 }
 
 __device__ __forceinline__ u64 vload(const u64* p) { return *(const volatile u64*)p; }
@@ -213,6 +232,9 @@ __device__ bool wait_ge(const Params& P, const u64* p, u64 want, int what, int t
     u64 t0 = 0;
     u64 spins = 0;
     while (vload(p) < want) {
+#ifdef RSCC_HOST_EMU
+      emu_yield();
+#endif
       if (vload(&P.status[0]) != 0) { ok = 0; break; }
       if ((++spins & 1023) == 0) {
         u64 t = now_ns();

@@ -12,6 +12,8 @@
 //! runs without it, and every entry point checks that the driver / NVRTC
 //! library can be loaded before calling into cudarc (which would panic).
 
+#[cfg(test)]
+mod emu;
 pub mod layout;
 
 use super::elem::{self, Elem, Max, Min, Op, Prod, Sum};
