@@ -430,6 +430,38 @@ fn open_devices(
             }
         }
     }
+    // cudarc allocates from each device's default stream-ordered memory
+    // pool when the driver has one; peer access to pool memory is granted
+    // per pool, not by cuCtxEnablePeerAccess.
+    if devs.len() > 1 {
+        for a in 0..devs.len() {
+            if !devs[a].ctx.has_async_alloc() {
+                continue;
+            }
+            let descs: Vec<sys::CUmemAccessDesc> = (0..devs.len())
+                .filter(|&b| b != a)
+                .map(|b| sys::CUmemAccessDesc {
+                    location: sys::CUmemLocation {
+                        type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                        id: devs[b].ctx.cu_device(),
+                    },
+                    flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+                })
+                .collect();
+            // SAFETY: plain driver calls on a valid device; `descs` lives
+            // across the call and its length is passed with it.
+            unsafe {
+                devs[a].ctx.bind_to_thread().map_err(cu("bind"))?;
+                let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+                sys::cuDeviceGetDefaultMemPool(&mut pool, devs[a].ctx.cu_device())
+                    .result()
+                    .map_err(cu("default memory pool"))?;
+                sys::cuMemPoolSetAccess(pool, descs.as_ptr(), descs.len())
+                    .result()
+                    .map_err(cu("memory pool peer access"))?;
+            }
+        }
+    }
     Ok((devs, device_of))
 }
 
