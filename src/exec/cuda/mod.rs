@@ -551,6 +551,7 @@ fn run_typed<T: Raw, O: Op<T>>(
     let mut threads = threads;
     for d in &devs {
         threads = layout::choose_threads(threads, d.ntbs as u64, |t| {
+            d.ctx.bind_to_thread().map_err(cu("bind"))?;
             let per_sm = d
                 .func
                 .occupancy_max_active_blocks_per_multiprocessor(t, 0, None)
