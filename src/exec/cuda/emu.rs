@@ -38,6 +38,9 @@ fn dcode(d: DType) -> i32 {
 
 /// Build (once per dtype × op) the emulator binary.
 fn emulator(d: DType, op: RedOp) -> PathBuf {
+    // Tests run in parallel; build each binary once, one build at a time.
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!(
         "rscc-emu-{}-{}-{}",
         std::process::id(),
