@@ -12,14 +12,22 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  rscc run rs.xml --backend cpu --sizes 1K:256M --dtype f32 --redop sum --check\n  rscc run rs.xml --sizes 16M --iters 50 --json"
+    after_help = "Examples:\n  rscc run rs.xml --backend cpu --sizes 1K:256M --dtype f32 --redop sum --check\n  rscc run rs.xml --sizes 16M --iters 50 --json\n  rscc run rs.xml --backend cuda --gpu-mode virtual --sizes 4K:1G --check"
 )]
 pub struct RunArgs {
     /// MSCCL XML schedule to run.
     pub file: Option<PathBuf>,
-    /// Executor backend: cpu (cuda is not available yet).
+    /// Executor backend: cpu, or cuda (NVIDIA GPUs; needs the CUDA driver
+    /// and NVRTC at run time).
     #[arg(long, default_value = "cpu")]
     pub backend: String,
+    /// With --backend cuda: `virtual` runs all ranks on one GPU (--device);
+    /// `multi` runs rank r on GPU r (peer-to-peer).
+    #[arg(long, default_value = "virtual")]
+    pub gpu_mode: String,
+    /// With --backend cuda --gpu-mode virtual: the GPU to use.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
     /// Per-rank input sizes: 64K, 1K:256M (powers of two), 1M,4M.
     #[arg(long, default_value = "64K:16M")]
     pub sizes: String,
@@ -131,12 +139,7 @@ fn load(args: &RunArgs) -> Result<Program, CliError> {
 
 pub fn run(args: RunArgs) -> CliResult {
     match args.backend.as_str() {
-        "cpu" => {}
-        "cuda" => {
-            return Err(CliError::input(
-                "backend 'cuda' is not available in this build (use --backend cpu)",
-            ))
-        }
+        "cpu" | "cuda" => {}
         b => {
             return Err(CliError::input(format!(
                 "unknown backend '{b}' (cpu, cuda)"
@@ -161,6 +164,7 @@ pub fn run(args: RunArgs) -> CliResult {
     if args.iters == 0 {
         return Err(CliError::input("--iters must be at least 1"));
     }
+    backend_mode(&args)?;
     let prog = load(&args)?;
     run_program_cli(&prog, &args, dtype, redop, sizes, tile as usize)
 }
@@ -192,7 +196,11 @@ pub fn run_program_cli(
         stall_timeout: Duration::from_millis(args.stall_ms.max(10)),
         membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
     };
-    let rep = match exec::run_program(prog, &opts) {
+    let rep = match backend_mode(args)? {
+        None => exec::run_program(prog, &opts),
+        Some(mode) => exec::cuda::run_program_cuda(prog, &opts, mode),
+    };
+    let rep = match rep {
         Ok(r) => r,
         Err(e @ exec::ExecError::Stalled(_)) => return Err(CliError::check(e)),
         Err(e @ exec::ExecError::Spawn(_)) => return Err(CliError::check(e)),
@@ -210,7 +218,7 @@ pub fn run_program_cli(
         let s = serde_json::to_string_pretty(&rep).map_err(|e| CliError::input(e.to_string()))?;
         println!("{s}");
     } else {
-        print_table(&rep);
+        print_table(&rep, &args.backend);
     }
     if !rep.correct() {
         return Err(CliError::check(format!(
@@ -221,12 +229,34 @@ pub fn run_program_cli(
     Ok(())
 }
 
-fn print_table(rep: &Report) {
+/// `None` for the CPU backend, the GPU placement for cuda.
+fn backend_mode(args: &RunArgs) -> Result<Option<exec::cuda::Mode>, CliError> {
+    if args.backend != "cuda" {
+        return Ok(None);
+    }
+    match args.gpu_mode.as_str() {
+        "virtual" => Ok(Some(exec::cuda::Mode::Virtual {
+            device: args.device,
+        })),
+        "multi" => Ok(Some(exec::cuda::Mode::MultiGpu)),
+        m => Err(CliError::input(format!(
+            "unknown --gpu-mode '{m}' (virtual, multi)"
+        ))),
+    }
+}
+
+fn print_table(rep: &Report, backend: &str) {
     println!(
-        "# rscc run: {} on cpu, {} ranks, {} threadblock threads, {}, tile {} B",
+        "# rscc run: {} on {}, {} ranks, {} {}, {}, tile {} B",
         rep.name,
+        backend,
         rep.ranks,
         rep.threads,
+        if backend == "cuda" {
+            "threads per block"
+        } else {
+            "threadblock threads"
+        },
         if rep.inplace {
             "in place"
         } else {
@@ -235,9 +265,12 @@ fn print_table(rep: &Report) {
         rep.tile_bytes
     );
     if let Some(b) = rep.membw_gbps {
-        println!(
-            "# memory bandwidth (a += b, all cores): {b:.2} GB/s; %membw = (N+1)*size/time / that"
-        );
+        let how = if backend == "cuda" {
+            "device copy a = b"
+        } else {
+            "a += b, all cores"
+        };
+        println!("# memory bandwidth ({how}): {b:.2} GB/s; %membw = (N+1)*size/time / that");
     }
     println!(
         "# {:>12} {:>12} {:>8} {:>6} {:>11} {:>8} {:>8} {:>7} {:>7}",

@@ -6,6 +6,7 @@
 
 pub mod builtin;
 mod cpu;
+pub mod cuda;
 pub mod elem;
 pub mod membw;
 mod plan;

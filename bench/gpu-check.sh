@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# One-command GPU check of the cuda backend (issue 7), sized for < 5 min on
+# one H200:
+#   1. builds rscc (release) unless RSCC_BIN names a prebuilt binary;
+#   2. correctness grid in virtual-ranks mode: N = 2, 8, 16; every cuda
+#      dtype (f32 f64 f16 bf16 i32, sum; f32 also prod max min); sizes
+#      4 KiB .. 16 MiB checked for every schedule, 256 MiB and 1 GiB checked
+#      for the N = 2 and N = 8 rings; schedules: every schedules/*.xml whose
+#      ngpus is N, plus the built-in ring and all-pairs for that N;
+#   3. performance: f32 sum, 64 KiB / 16 MiB per rank (and 1 GiB for the
+#      rings and the dgx-h100 / dgx-h100x2 schedules), busbw and the
+#      fraction of the memory-traffic roofline (N+1)*S/t over the device copy
+#      bandwidth measured in the same run (`rscc run` measures it first);
+#   4. prints one table; writes every run's JSON and summary.json under
+#      $OUT when set.
+# Exit code: 0 all correct, 1 some run wrong or failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# NVRTC: cudarc loads libnvrtc.so.12 through the loader's search path.
+if [ -z "${RSCC_NVRTC_DIR:-}" ]; then
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           /usr/local/cuda-*/lib64 /usr/lib/x86_64-linux-gnu \
+           $(python3 -c 'import nvidia.cuda_nvrtc as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null); do
+    if ls "$d"/libnvrtc.so* >/dev/null 2>&1; then RSCC_NVRTC_DIR=$d; break; fi
+  done
+fi
+if [ -z "${RSCC_NVRTC_DIR:-}" ]; then
+  echo "gpu-check: libnvrtc.so not found; set RSCC_NVRTC_DIR (pip install nvidia-cuda-nvrtc-cu12 puts it in site-packages/nvidia/cuda_nvrtc/lib)" >&2
+  exit 2
+fi
+export LD_LIBRARY_PATH="$RSCC_NVRTC_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+BIN=${RSCC_BIN:-}
+if [ -z "$BIN" ]; then
+  cargo build --release --quiet --bin rscc || { echo "gpu-check: build failed" >&2; exit 2; }
+  BIN=target/release/rscc
+fi
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+
+RES=${OUT:-$(mktemp -d)}/gpu-check
+mkdir -p "$RES"
+fail=0
+declare -a ROWS=()
+
+# run TAG ARGS...: one rscc run, JSON kept; records OK/WRONG/FAIL.
+run() {
+  local tag=$1; shift
+  local t0=$SECONDS
+  timeout 120 "$BIN" run "$@" --backend cuda --gpu-mode virtual --json >"$RES/$tag.json" 2>"$RES/$tag.err"
+  local rc=$?
+  local st=OK
+  [ $rc -eq 1 ] && st=WRONG
+  [ $rc -ne 0 ] && [ $rc -ne 1 ] && st="FAIL($rc)"
+  [ $rc -ne 0 ] && { fail=1; head -c 600 "$RES/$tag.err" >&2; }
+  ROWS+=("$tag $st $((SECONDS - t0))s")
+  echo "  $tag: $st ($((SECONDS - t0)) s)" >&2
+}
+
+sched_for() {  # schedules/*.xml with ngpus=$1
+  for f in schedules/*.xml; do
+    grep -q "ngpus=\"$1\"" "$f" && echo "$f"
+  done
+}
+
+echo "== correctness (virtual ranks, --check)" >&2
+for n in 2 8 16; do
+  srcs=("builtin:ring" "builtin:allpairs")
+  for f in $(sched_for $n); do srcs+=("$f"); done
+  for s in "${srcs[@]}"; do
+    if [[ $s == builtin:* ]]; then
+      src=(--builtin "${s#builtin:}" --ranks "$n"); name="${s#builtin:}$n"
+    else
+      src=("$s"); name=$(basename "$s" .xml)
+    fi
+    for dt in f32 f64 f16 bf16 i32; do
+      run "check-$name-$dt-sum" "${src[@]}" --dtype $dt --redop sum \
+        --sizes 4K,64K,1M,16M --iters 1 --warmup 0 --check --no-membw
+    done
+    if [[ $s == builtin:ring ]]; then
+      for op in prod max min; do
+        run "check-$name-f32-$op" "${src[@]}" --dtype f32 --redop $op \
+          --sizes 4K,1M --iters 1 --warmup 0 --check --no-membw
+      done
+      [ "$n" -le 8 ] && run "check-$name-f32-big" "${src[@]}" --dtype f32 \
+        --sizes 256M,1G --iters 1 --warmup 0 --check --no-membw
+    fi
+  done
+done
+
+echo "== performance (f32 sum, busbw vs device copy bandwidth)" >&2
+for n in 2 8 16; do
+  run "perf-ring$n" --builtin ring --ranks $n --channels 4 --sizes 64K,16M,1G --iters 5 --warmup 2
+  for f in $(sched_for $n); do
+    # 1 GiB per rank only for the H100 systems' schedules (host-side input
+    # generation of N GiB dominates the run time).
+    case "$f" in
+      *dgx-h100-rs.xml|*dgx-h100x2-rs.xml) sz=64K,16M,1G ;;
+      *) sz=64K,16M ;;
+    esac
+    run "perf-$(basename "$f" .xml)" "$f" --sizes $sz --iters 5 --warmup 2
+  done
+done
+
+python3 - "$RES" <<'PY' || { echo "(python3 missing: raw JSON in $RES)"; }
+import json, os, sys
+res = sys.argv[1]
+rows, summary = [], []
+for f in sorted(os.listdir(res)):
+    if not f.endswith(".json") or f == "summary.json":
+        continue
+    try:
+        rep = json.load(open(os.path.join(res, f)))
+    except Exception:
+        summary.append({"run": f[:-5], "status": "FAIL"}); continue
+    for r in rep["rows"]:
+        e = dict(run=f[:-5], ranks=rep["ranks"], dtype=rep["dtype"], redop=rep["redop"],
+                 size=r["size_bytes"], time_us=r["time_us"], busbw=r["busbw_gbps"],
+                 membw=rep.get("membw_gbps"), frac=r.get("membw_frac"), wrong=r.get("wrong"))
+        rows.append(e); summary.append(e)
+print(f"{'run':34} {'N':>3} {'type':>5} {'op':>4} {'size':>11} {'time(us)':>10} {'busbw':>8} {'copyBW':>8} {'%roof':>6} {'#wrong':>7}")
+for e in rows:
+    print(f"{e['run'][:34]:34} {e['ranks']:>3} {e['dtype']:>5} {e['redop']:>4} {e['size']:>11} {e['time_us']:>10.1f} "
+          f"{e['busbw']:>8.1f} {(e['membw'] or 0):>8.0f} {('%.0f%%' % (100*e['frac'])) if e['frac'] else '-':>6} "
+          f"{'-' if e['wrong'] is None else e['wrong']:>7}")
+json.dump(summary, open(os.path.join(res, "summary.json"), "w"), indent=1)
+PY
+printf '%s\n' "${ROWS[@]}" >"$RES/status.txt"
+grep -v " OK " "$RES/status.txt" | sed 's/^/not ok: /' >&2
+echo "results in $RES (took $SECONDS s)" >&2
+exit $fail

@@ -1,0 +1,289 @@
+//! Tests only: runs kernel.cu on the CPU, compiled by the host C++ compiler
+//! with the shims of emu_shim.h (one host thread per CUDA block, one thread
+//! per block), on the same encoded plan, FIFO layout and progress keys the
+//! GPU path uses, and checks the result against the CPU reference. This
+//! exercises the kernel's interpreter (step kinds, FIFO counters across
+//! launches, depid/deps keys, tiles, in place, the stall record) without a
+//! GPU; it cannot exercise warp-level parallelism or GPU memory ordering.
+
+use super::layout::{self, DevStep, DevTb};
+use super::{Raw, KERNEL_SRC};
+use crate::exec::elem::{self, Max, Min, Op, Prod, Sum};
+use crate::exec::{check_outputs, count_for, plan, DType, RedOp};
+use crate::ir::Program;
+use half::{bf16, f16};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn have_cxx() -> bool {
+    static HAVE: OnceLock<bool> = OnceLock::new();
+    *HAVE.get_or_init(|| {
+        Command::new("c++")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+fn dcode(d: DType) -> i32 {
+    match d {
+        DType::F32 => 0,
+        DType::F64 => 1,
+        DType::F16 => 2,
+        DType::Bf16 => 3,
+        _ => 4,
+    }
+}
+
+/// Build (once per dtype × op) the emulator binary.
+fn emulator(d: DType, op: RedOp) -> PathBuf {
+    // Tests run in parallel; build each binary once, one build at a time.
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!(
+        "rscc-emu-{}-{}-{}",
+        std::process::id(),
+        d.name(),
+        op.name()
+    ));
+    let bin = dir.join("emu");
+    if bin.exists() {
+        return bin;
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("kernel.cu"), KERNEL_SRC).unwrap();
+    std::fs::write(dir.join("emu_shim.h"), include_str!("emu_shim.h")).unwrap();
+    std::fs::write(dir.join("emu_main.cpp"), include_str!("emu_main.cpp")).unwrap();
+    let tmp = dir.join("emu.tmp");
+    let out = Command::new("c++")
+        .args(["-std=c++17", "-O1", "-pthread", "-DRSCC_HOST_EMU"])
+        .arg(format!("-DRSCC_DTYPE={}", dcode(d)))
+        .arg(format!(
+            "-DRSCC_OP={}",
+            match op {
+                RedOp::Sum => 0,
+                RedOp::Prod => 1,
+                RedOp::Max => 2,
+                RedOp::Min => 3,
+            }
+        ))
+        .arg("-I")
+        .arg(&dir)
+        .arg(dir.join("emu_main.cpp"))
+        .arg("-o")
+        .arg(&tmp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "c++ failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::rename(&tmp, &bin).unwrap();
+    bin
+}
+
+struct Case {
+    size: u64,
+    tile_bytes: u64,
+    slots: u64,
+    inplace: bool,
+    works: u64,
+    timeout_ms: u64,
+}
+
+/// Run `prog` through the emulated kernel; returns (status[8], wrong).
+fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
+    let pl = plan::build(prog).unwrap();
+    let enc = layout::encode(&pl).unwrap();
+    let n = pl.nranks;
+    let esz = std::mem::size_of::<T>() as u64;
+    let count = count_for(c.size, esz as usize, n, pl.c);
+    let chunk = count * n as u64 / pl.c as u64;
+    let geo = layout::geometry(chunk, c.tile_bytes, esz, c.slots);
+    let mut f: Vec<u8> = Vec::new();
+    let put = |f: &mut Vec<u8>, v: u64| f.extend_from_slice(&v.to_le_bytes());
+    for v in [
+        n as u64,
+        enc.tbs.len() as u64,
+        enc.steps.len() as u64,
+        pl.fifos.len() as u64,
+        geo.chunk,
+        geo.tile,
+        geo.ntiles,
+        enc.step_stride,
+        geo.slots,
+        count,
+        c.works,
+        c.timeout_ms * 1_000_000,
+        esz,
+        c.inplace as u64,
+    ] {
+        put(&mut f, v);
+    }
+    for &s in &pl.s_chunks {
+        put(&mut f, s as u64);
+    }
+    let i32s = |f: &mut Vec<u8>, xs: &[i32]| {
+        for x in xs {
+            f.extend_from_slice(&x.to_le_bytes());
+        }
+    };
+    for s in &enc.steps {
+        let DevStep {
+            kind,
+            src_buf,
+            src_off,
+            dst_buf,
+            dst_off,
+            cnt,
+            dep_tb,
+            dep_step,
+        } = *s;
+        i32s(
+            &mut f,
+            &[
+                kind, src_buf, src_off, dst_buf, dst_off, cnt, dep_tb, dep_step,
+            ],
+        );
+    }
+    for t in &enc.tbs {
+        let DevTb {
+            rank,
+            first_step,
+            nsteps,
+            send_fifo,
+            recv_fifo,
+            pad,
+        } = *t;
+        i32s(&mut f, &[rank, first_step, nsteps, send_fifo, recv_fifo]);
+        i32s(&mut f, &pad);
+    }
+    for r in 0..n {
+        let mut cell = vec![0u8; esz as usize];
+        for idx in 0..(count as usize * n) {
+            T::from_pattern(elem::pattern(O::OP, r, idx)).put(&mut cell);
+            f.extend_from_slice(&cell);
+        }
+    }
+    let bin = emulator(T::DTYPE, O::OP);
+    let dir = bin.parent().unwrap().to_path_buf();
+    let tag = format!("{}-{}-{}", prog.name, c.size, c.inplace);
+    let (inp, outp) = (
+        dir.join(format!("{tag}.in")),
+        dir.join(format!("{tag}.out")),
+    );
+    std::fs::write(&inp, &f).unwrap();
+    let st = Command::new(&bin).arg(&inp).arg(&outp).status().unwrap();
+    assert!(st.success(), "emulator failed: {st}");
+    let out = std::fs::read(&outp).unwrap();
+    let _ = std::fs::remove_file(&inp);
+    let _ = std::fs::remove_file(&outp);
+    let mut status = [0u64; 8];
+    for (k, s) in status.iter_mut().enumerate() {
+        *s = u64::from_le_bytes(out[8 * k..8 * k + 8].try_into().unwrap());
+    }
+    let body = &out[64..];
+    let per = (count * esz) as usize;
+    let outs: Vec<Vec<T>> = (0..n)
+        .map(|r| {
+            body[r * per..(r + 1) * per]
+                .chunks_exact(esz as usize)
+                .map(T::get)
+                .collect()
+        })
+        .collect();
+    let refs: Vec<&[T]> = outs.iter().map(|v| v.as_slice()).collect();
+    let (wrong, _) = check_outputs::<T, O>(&refs, n, count as usize, chunk as usize);
+    (status, wrong)
+}
+
+fn case(size: u64, tile_bytes: u64, inplace: bool) -> Case {
+    Case {
+        size,
+        tile_bytes,
+        slots: 2,
+        inplace,
+        // In place, a second launch would reduce already-reduced input;
+        // out of place, two launches check FIFO counters across launches.
+        works: if inplace { 1 } else { 2 },
+        timeout_ms: 20_000,
+    }
+}
+
+fn skip() -> bool {
+    if !have_cxx() {
+        eprintln!("skipped: no host C++ compiler (c++) for the kernel emulation");
+        return true;
+    }
+    false
+}
+
+#[test]
+fn emulated_kernel_runs_the_builtin_schedules() {
+    if skip() {
+        return;
+    }
+    use crate::exec::builtin;
+    // Ring, 2 channels: many tiles (64-byte tiles), out of place and in place.
+    for (size, tile, inpl) in [(4096, 64, false), (4096, 64, true), (1000, 1 << 20, false)] {
+        let (st, wrong) = run::<f32, Sum>(&builtin::ring(4, 2), &case(size, tile, inpl));
+        assert_eq!(st[0], 0, "stall {st:?}");
+        assert_eq!(wrong, 0, "ring size {size} tile {tile} inplace {inpl}");
+    }
+    // All-pairs: in place only, scratch, multi-chunk steps, nop chain, re.
+    let (st, wrong) = run::<f32, Sum>(&builtin::allpairs(4), &case(8192, 256, true));
+    assert_eq!((st[0], wrong), (0, 0));
+}
+
+#[test]
+fn emulated_kernel_runs_shipped_schedules() {
+    if skip() {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for f in ["ring8-rs.xml", "dgx-h100-rs.xml", "dgx1-v100-rs.xml"] {
+        let p = crate::front::msccl_xml::load(&root.join("schedules").join(f)).unwrap();
+        let (st, wrong) = run::<f32, Sum>(&p, &case(16384, 128, !p.outofplace));
+        assert_eq!(st[0], 0, "{f}: stall {st:?}");
+        assert_eq!(wrong, 0, "{f}");
+    }
+}
+
+#[test]
+fn emulated_kernel_dtypes_and_ops() {
+    if skip() {
+        return;
+    }
+    use crate::exec::builtin;
+    let p = builtin::ring(3, 1);
+    let c = case(3 * 1024, 96, false);
+    assert_eq!(run::<f64, Min>(&p, &c), ([0; 8], 0));
+    assert_eq!(run::<f16, Sum>(&p, &c), ([0; 8], 0));
+    assert_eq!(run::<bf16, Max>(&p, &c), ([0; 8], 0));
+    assert_eq!(run::<i32, Prod>(&p, &c), ([0; 8], 0));
+}
+
+#[test]
+fn emulated_kernel_reports_a_stall() {
+    if skip() {
+        return;
+    }
+    use crate::ir::StepKind;
+    // Rank 0 never sends: its peer's receive must time out, not hang.
+    let mut p = crate::exec::builtin::ring(2, 1);
+    for tb in &mut p.gpus[0].tbs {
+        for s in &mut tb.steps {
+            if s.kind.sends() {
+                s.kind = StepKind::Nop;
+                s.cnt = 0;
+            }
+        }
+    }
+    let mut c = case(1024, 1 << 20, false);
+    c.timeout_ms = 200;
+    let (st, _) = run::<f32, Sum>(&p, &c);
+    assert_eq!(st[0], 1, "no stall recorded: {st:?}");
+    assert_eq!(st[4], 1, "expected a receive wait: {st:?}");
+}

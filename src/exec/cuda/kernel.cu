@@ -1,0 +1,362 @@
+// rscc GPU executor kernel (compiled at run time by NVRTC).
+//
+// One CUDA block per MSCCL threadblock (MSCCL's execution model). The host
+// prepends `#define RSCC_DTYPE n` and `#define RSCC_OP n` (see mod.rs) and
+// launches `rscc_run` with one block per threadblock of the ranks this launch
+// covers (all ranks in virtual-ranks mode, one rank per GPU otherwise).
+//
+// Semantics mirror the CPU engine (src/exec/cpu.rs):
+// - every connection is a single-producer single-consumer FIFO of `slots`
+//   slots of one tile each, with monotonically increasing head (consumer)
+//   and tail (producer) counters that persist across launches;
+// - every threadblock publishes a progress key after steps with
+//   hasdep="1"; depid/deps waits spin on it;
+// - a step with cnt = k moves k chunks, one tile of each per call.
+// No headers are included, so the source compiles with NVRTC alone.
+
+#ifdef RSCC_HOST_EMU
+// Host emulation (src/exec/cuda/emu.rs, tests only): each CUDA block runs
+// as one host thread with blockDim.x == 1; see emu_main.cpp for the shims.
+#include "emu_shim.h"
+#endif
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short u16;
+
+#define K_NOP 0
+#define K_SEND 1
+#define K_RECV 2
+#define K_RCS 3
+#define K_RRS 4
+#define K_RRC 5
+#define K_RRCS 6
+#define K_CPY 7
+#define K_RE 8
+
+#define OP_SUM 0
+#define OP_PROD 1
+#define OP_MAX 2
+#define OP_MIN 3
+
+#define DT_F32 0
+#define DT_F64 1
+#define DT_F16 2
+#define DT_BF16 3
+#define DT_I32 4
+
+#ifndef RSCC_DTYPE
+#define RSCC_DTYPE DT_F32
+#endif
+#ifndef RSCC_OP
+#define RSCC_OP OP_SUM
+#endif
+
+// Must match DevStep / DevTb / Params in mod.rs (all 32-bit or 64-bit
+// fields, no implicit padding).
+struct Step {
+  int kind;     // K_* | (publish << 8)
+  int src_buf;  // 0 input, 1 output, 2 scratch
+  int src_off;  // chunk index
+  int dst_buf;
+  int dst_off;
+  int cnt;
+  int dep_tb;   // global threadblock index or -1
+  int dep_step;
+};
+
+struct Tb {
+  int rank;
+  int first_step;
+  int nsteps;
+  int send_fifo;  // -1 none
+  int recv_fifo;
+  int pad0, pad1, pad2;
+};
+
+struct Params {
+  const Step* steps;
+  const Tb* tbs;
+  const u64* bufs;       // 3 per rank: input, output, scratch base (bytes)
+  const u64* fifo_data;  // per FIFO: slot memory (slots * tile elements)
+  const u64* fifo_ctrl;  // per FIFO: u64[32]: [0] head, [16] tail
+  u64* flags;            // per global threadblock: 16 u64, [0] progress key
+  u64* status;           // [0] abort flag, [1..8] stall record
+  u64 chunk;             // elements per chunk
+  u64 tile;              // elements per tile
+  u64 ntiles;
+  u64 step_stride;       // max steps + 1
+  u64 work;              // this launch's work index (keys grow across launches)
+  u64 slots;
+  u64 timeout_ns;
+  int tb_base;           // global index of block 0
+  int ntbs;
+};
+
+// ---------------------------------------------------------------- elements
+
+#if RSCC_DTYPE == DT_F32
+typedef float T;
+typedef float A;
+__device__ __forceinline__ A ld(T x) { return x; }
+__device__ __forceinline__ T st(A x) { return x; }
+#elif RSCC_DTYPE == DT_F64
+typedef double T;
+typedef double A;
+__device__ __forceinline__ A ld(T x) { return x; }
+__device__ __forceinline__ T st(A x) { return x; }
+#elif RSCC_DTYPE == DT_F16
+typedef u16 T;
+typedef float A;
+#ifdef RSCC_HOST_EMU
+__device__ __forceinline__ A ld(T x) { return emu_f16_to_f32(x); }
+__device__ __forceinline__ T st(A x) { return emu_f32_to_f16(x); }
+#else
+__device__ __forceinline__ A ld(T x) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+  return f;
+}
+__device__ __forceinline__ T st(A x) {
+  u16 h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+#endif
+#elif RSCC_DTYPE == DT_BF16
+typedef u16 T;
+typedef float A;
+__device__ __forceinline__ A ld(T x) { return __uint_as_float(((u32)x) << 16); }
+__device__ __forceinline__ T st(A x) {
+  u32 u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (T)((u >> 16) | 0x40);  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
+  return (T)(u >> 16);
+}
+#elif RSCC_DTYPE == DT_I32
+typedef int T;
+typedef int A;
+__device__ __forceinline__ A ld(T x) { return x; }
+__device__ __forceinline__ T st(A x) { return x; }
+#else
+#error "unknown RSCC_DTYPE"
+#endif
+
+__device__ __forceinline__ A apply(A a, A b) {
+#if RSCC_OP == OP_SUM
+  return a + b;
+#elif RSCC_OP == OP_PROD
+  return a * b;
+#elif RSCC_OP == OP_MAX
+  return a > b ? a : b;
+#elif RSCC_OP == OP_MIN
+  return a < b ? a : b;
+#else
+#error "unknown RSCC_OP"
+#endif
+}
+
+__device__ __forceinline__ T red(T a, T b) { return st(apply(ld(a), ld(b))); }
+
+#define VEC (16 / sizeof(T))
+union V16 {
+  uint4 v;
+  T e[16 / sizeof(T)];
+};
+
+// Loads that bypass L1: FIFO slots and buffers are rewritten by other SMs
+// (and other GPUs) between reads, and L1 is not coherent.
+__device__ __forceinline__ uint4 ldcg(const uint4* p) {
+#ifdef RSCC_HOST_EMU
+  return emu_load16(p);
+#else
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+#endif
+}
+__device__ __forceinline__ T lds(const T* p) { return *(const volatile T*)p; }
+
+__device__ __forceinline__ bool al16(const void* p) { return (((u64)p) & 15) == 0; }
+
+// dst0 (and dst1 when non-null) = a op b (b null: plain copy of a), over n
+// elements, by all threads of the block. 16-byte vector loads/stores when
+// every pointer is 16-byte aligned; a scalar tail otherwise.
+__device__ void combine(T* dst0, T* dst1, const T* a, const T* b, u64 n) {
+  u64 nv = 0;
+  if (al16(dst0) && (dst1 == 0 || al16(dst1)) && al16(a) && (b == 0 || al16(b))) nv = n / VEC;
+  for (u64 i = threadIdx.x; i < nv; i += blockDim.x) {
+    V16 x, y;
+    x.v = ldcg((const uint4*)a + i);
+    if (b) {
+      y.v = ldcg((const uint4*)b + i);
+#pragma unroll
+      for (int k = 0; k < (int)VEC; k++) x.e[k] = red(x.e[k], y.e[k]);
+    }
+    ((uint4*)dst0)[i] = x.v;
+    if (dst1) ((uint4*)dst1)[i] = x.v;
+  }
+  for (u64 i = nv * VEC + threadIdx.x; i < n; i += blockDim.x) {
+    T x = lds(a + i);
+    if (b) x = red(x, lds(b + i));
+    dst0[i] = x;
+    if (dst1) dst1[i] = x;
+  }
+}
+
+// ---------------------------------------------------------------- sync
+
+__device__ __forceinline__ u64 now_ns() {
+#ifdef RSCC_HOST_EMU
+  return emu_now_ns();
+#else
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#endif
+}
+
+__device__ __forceinline__ u64 vload(const u64* p) { return *(const volatile u64*)p; }
+__device__ __forceinline__ void vstore(u64* p, u64 v) { *(volatile u64*)p = v; }
+
+// Thread 0 spins until *p >= want (ge = true) or *p + lim > want' as
+// expressed by the caller through `cond`; on timeout it records the stall
+// and raises the abort flag. Returns false when the block must stop.
+// what: 1 recv, 2 send, 3 dep.
+__device__ bool wait_ge(const Params& P, const u64* p, u64 want, int what, int tb, int pos, u64 tile) {
+  __shared__ int ok;
+  if (threadIdx.x == 0) {
+    ok = 1;
+    u64 t0 = 0;
+    u64 spins = 0;
+    while (vload(p) < want) {
+#ifdef RSCC_HOST_EMU
+      emu_yield();
+#endif
+      if (vload(&P.status[0]) != 0) { ok = 0; break; }
+      if ((++spins & 1023) == 0) {
+        u64 t = now_ns();
+        if (t0 == 0) t0 = t;
+        else if (t - t0 > P.timeout_ns) {
+          if (atomicCAS(&P.status[0], 0ull, 1ull) == 0ull) {
+            P.status[1] = (u64)tb;
+            P.status[2] = (u64)pos;
+            P.status[3] = tile;
+            P.status[4] = (u64)what;
+            P.status[5] = vload(p);
+            P.status[6] = want;
+            __threadfence_system();
+          }
+          ok = 0;
+          break;
+        }
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+  int r = ok;
+  __syncthreads();
+  return r != 0;
+}
+
+// ---------------------------------------------------------------- kernel
+
+extern "C" __global__ void rscc_run(Params P) {
+  if ((int)blockIdx.x >= P.ntbs) return;
+  const int me = P.tb_base + (int)blockIdx.x;
+  const Tb tb = P.tbs[me];
+  const u64* bases = P.bufs + 3 * tb.rank;
+
+  // FIFO counters: this block is the only writer of its send tail and its
+  // recv head; they persist across launches.
+  u64* send_head = 0;
+  u64* send_tail = 0;
+  u64* recv_head = 0;
+  u64* recv_tail = 0;
+  T* send_data = 0;
+  const T* recv_data = 0;
+  if (tb.send_fifo >= 0) {
+    u64* c = (u64*)P.fifo_ctrl[tb.send_fifo];
+    send_head = c;
+    send_tail = c + 16;
+    send_data = (T*)P.fifo_data[tb.send_fifo];
+  }
+  if (tb.recv_fifo >= 0) {
+    u64* c = (u64*)P.fifo_ctrl[tb.recv_fifo];
+    recv_head = c;
+    recv_tail = c + 16;
+    recv_data = (const T*)P.fifo_data[tb.recv_fifo];
+  }
+  u64 my_tail = send_tail ? vload(send_tail) : 0;
+  u64 my_head = recv_head ? vload(recv_head) : 0;
+
+  for (u64 tile = 0; tile < P.ntiles; tile++) {
+    const u64 t0 = tile * P.tile;
+    const u64 len = (P.chunk - t0) < P.tile ? (P.chunk - t0) : P.tile;
+    for (int pos = 0; pos < tb.nsteps; pos++) {
+      const Step s = P.steps[tb.first_step + pos];
+      const int kind = s.kind & 0xff;
+      if (s.dep_tb >= 0) {
+        u64 want = (P.work * P.ntiles + tile) * P.step_stride + (u64)s.dep_step + 1;
+        if (!wait_ge(P, &P.flags[16 * s.dep_tb], want, 3, me, pos, tile)) return;
+      }
+      for (int g = 0; g < s.cnt; g++) {
+        T* src = (T*)bases[s.src_buf] + ((u64)(s.src_off + g)) * P.chunk + t0;
+        T* dst = (T*)bases[s.dst_buf] + ((u64)(s.dst_off + g)) * P.chunk + t0;
+        const bool rx = kind == K_RECV || kind == K_RCS || kind == K_RRS || kind == K_RRC || kind == K_RRCS;
+        const bool tx = kind == K_SEND || kind == K_RCS || kind == K_RRS || kind == K_RRCS;
+        const T* in = 0;
+        T* out = 0;
+        if (rx) {
+          if (!wait_ge(P, recv_tail, my_head + 1, 1, me, pos, tile)) return;
+          in = recv_data + (my_head % P.slots) * P.tile;
+        }
+        if (tx) {
+          // Room when tail - head < slots, i.e. head >= tail + 1 - slots.
+          u64 need = my_tail + 1 > P.slots ? my_tail + 1 - P.slots : 0;
+          if (!wait_ge(P, send_head, need, 2, me, pos, tile)) return;
+          out = send_data + (my_tail % P.slots) * P.tile;
+        }
+        switch (kind) {
+          case K_SEND: combine(out, 0, src, 0, len); break;
+          case K_RECV: combine(dst, 0, in, 0, len); break;
+          case K_RCS: combine(dst, out, in, 0, len); break;
+          case K_RRS: combine(out, 0, in, src, len); break;
+          case K_RRCS: combine(out, dst, in, src, len); break;
+          case K_RRC: combine(dst, 0, in, src, len); break;
+          case K_CPY: if (src != dst) combine(dst, 0, src, 0, len); break;
+          case K_RE: combine(dst, 0, dst, src, len); break;
+          default: break;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          // Data written by the whole block is visible (to the peer GPU too)
+          // before the counter moves.
+          __threadfence_system();
+          if (tx) vstore(send_tail, ++my_tail);
+          if (rx) vstore(recv_head, ++my_head);
+        }
+        if (threadIdx.x != 0) {
+          if (tx) ++my_tail;
+          if (rx) ++my_head;
+        }
+      }
+      if (s.kind & 0x100) {
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          __threadfence_system();
+          vstore(&P.flags[16 * me], (P.work * P.ntiles + tile) * P.step_stride + (u64)pos + 1);
+        }
+      }
+    }
+  }
+}
+
+// Device copy bandwidth (a = b, 16-byte vectors, grid-stride).
+extern "C" __global__ void rscc_copy(uint4* dst, const uint4* src, u64 n) {
+  for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x)
+    dst[i] = src[i];
+}
