@@ -25,10 +25,19 @@ pub enum Algo {
     Hier,
     /// LP mixture of tree families (bandwidth-optimal within them).
     Mix,
+    /// Exact SCCL-model search (unit link capacities; ≤ 16 ranks).
+    Sccl,
 }
 
 impl Algo {
-    pub const ALL: [Algo; 5] = [Algo::Auto, Algo::Ring, Algo::Direct, Algo::Hier, Algo::Mix];
+    pub const ALL: [Algo; 6] = [
+        Algo::Auto,
+        Algo::Ring,
+        Algo::Direct,
+        Algo::Hier,
+        Algo::Mix,
+        Algo::Sccl,
+    ];
     pub fn parse(s: &str) -> Option<Algo> {
         Algo::ALL.into_iter().find(|a| a.name() == s)
     }
@@ -39,6 +48,7 @@ impl Algo {
             Algo::Direct => "direct",
             Algo::Hier => "hier",
             Algo::Mix => "mix",
+            Algo::Sccl => "sccl",
         }
     }
 }
@@ -143,6 +153,40 @@ pub fn candidates(
             let a = mix::combine(&fams, &counts, "mix");
             let _ = used;
             Ok(vec![a])
+        }
+        Algo::Sccl => {
+            // The Pareto frontier up to `chunks` (default 6) chunks per rank;
+            // candidates bandwidth-best first (lowest R/C, then fewest steps).
+            let caps =
+                sccl::UnitTopology::from_topology(topo).map_err(|e| SynthError(e.to_string()))?;
+            let limit = std::time::Duration::from_secs_f64(o.time_limit_s);
+            let rep = sccl::search(
+                &caps,
+                sccl::SccCollective::ReduceScatter,
+                o.chunks.unwrap_or(6),
+                limit,
+            )
+            .map_err(|e| SynthError(e.to_string()))?;
+            let front = rep.frontier();
+            let mut sched: Vec<&sccl::Schedule> = rep
+                .found
+                .iter()
+                .filter(|s| front.contains(&s.point))
+                .collect();
+            sched.sort_by(|a, b| {
+                let (pa, pb) = (a.point, b.point);
+                (pa.rounds * pb.chunks)
+                    .cmp(&(pb.rounds * pa.chunks))
+                    .then(pa.steps.cmp(&pb.steps))
+            });
+            if sched.is_empty() {
+                return Err(SynthError(format!(
+                    "sccl: no schedule found within {} chunks and {} s",
+                    o.chunks.unwrap_or(6),
+                    o.time_limit_s
+                )));
+            }
+            Ok(sched.into_iter().map(sccl::to_reduce_scatter).collect())
         }
     }
 }
