@@ -70,6 +70,30 @@ pub fn render(
         None => None,
     };
     let cut = &b.binding_cut;
+    // What the binding cut's capacity is made of, by link kind: it explains
+    // why two descriptions of one machine differ (e.g. an imported dump's
+    // PCIe paths add GPU ingress the NVLink-only model lacks).
+    let by_kind = {
+        let inside: std::collections::HashSet<&str> =
+            cut.inside.iter().map(|s| s.as_str()).collect();
+        let mut m: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+        for e in topo.graph.edge_indices() {
+            let (a, z) = topo.link_ends(e);
+            let (ia, iz) = (
+                inside.contains(topo.node(a).id.as_str()),
+                inside.contains(topo.node(z).id.as_str()),
+            );
+            let crosses = if coll == Collective::ReduceScatter {
+                !ia && iz
+            } else {
+                ia && !iz
+            };
+            if crosses {
+                *m.entry(topo.link(e).kind.clone()).or_default() += topo.link(e).capacity_gbps();
+            }
+        }
+        m
+    };
     if as_json {
         let mut v = json!({
             "topology": topo.name,
@@ -83,6 +107,7 @@ pub fn render(
                 "gpus_inside": cut.gpus_inside,
                 "capacity_gbps": frac(&cut.capacity_gbps),
                 "direction": if coll == Collective::ReduceScatter { "into inside" } else { "out of inside" },
+                "capacity_by_kind_gbps": by_kind,
             },
             "min_steps": steps,
         });
@@ -118,6 +143,8 @@ pub fn render(
         list(&cut.inside, 16),
         list(&cut.outside, 16)
     );
+    let kinds: Vec<String> = by_kind.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+    out += &format!("  crossing: {} GB/s\n", kinds.join(", "));
     out += &format!("min steps  {steps}\n");
     if let Some((s, tb, ab)) = times {
         out +=
