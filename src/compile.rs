@@ -220,7 +220,23 @@ pub fn auto(
             continue;
         }
         match compile_one(topo, a, opts) {
-            Ok(c) => candidates.push(c),
+            Ok(c) => {
+                // A candidate identical to an earlier one (e.g. a mixture
+                // that puts all weight on one family) is not scored twice.
+                let same = |x: &Compiled| {
+                    let mut p = x.program.clone();
+                    p.name = c.program.name.clone();
+                    p == c.program
+                };
+                match candidates.iter().find(|x| same(x)) {
+                    Some(x) => skipped.push(format!(
+                        "{}: the same schedule as {}",
+                        a.name(),
+                        x.algo.name()
+                    )),
+                    None => candidates.push(c),
+                }
+            }
             Err(CompileError::Request(m)) if a != Algo::Ring => skipped.push(m),
             Err(e) => return Err(e),
         }

@@ -148,6 +148,13 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
         steps
     };
     loop {
+        // Channels needed at this window, known before lowering.
+        let need = alg.num_channels() * steps.div_ceil(window);
+        if need > MAX_CHANNELS {
+            return Err(LowerError::Limits(format!(
+                "needs {need} channels (at most {MAX_CHANNELS}) to keep every threadblock within {max_steps} steps; use fewer logical channels (rings) or fewer chunks"
+            )));
+        }
         let prog = lower_with_window(alg, opts, window)?;
         let nch = prog.nchannels as usize;
         let longest = prog
