@@ -182,12 +182,10 @@ impl fmt::Display for StallReport {
     }
 }
 
-/// Run `prog` for every size in `opts` and report times (and, with
-/// `opts.check`, correctness). Does not call the verifier: callers do that
-/// first (the CLI unless `--no-verify`). Malformed programs are refused
-/// with `ExecError::Malformed` whatever the verifier said.
-pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecError> {
-    let plan = plan::build(prog)?;
+/// Whether to run in place (the caller's choice, else out of place when the
+/// Program allows it), refusing a mode the Program does not declare and
+/// zero iterations. Shared by every backend.
+pub(crate) fn aliasing_mode(prog: &Program, opts: &RunOptions) -> Result<bool, ExecError> {
     let inplace = match opts.inplace {
         Some(true) if !prog.inplace => {
             return Err(ExecError::Unsupported(format!(
@@ -207,6 +205,16 @@ pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecErro
     if opts.iters == 0 {
         return Err(ExecError::Size("iters must be at least 1".into()));
     }
+    Ok(inplace)
+}
+
+/// Run `prog` for every size in `opts` and report times (and, with
+/// `opts.check`, correctness). Does not call the verifier: callers do that
+/// first (the CLI unless `--no-verify`). Malformed programs are refused
+/// with `ExecError::Malformed` whatever the verifier said.
+pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecError> {
+    let plan = plan::build(prog)?;
+    let inplace = aliasing_mode(prog, opts)?;
     let membw = (opts.membw_bytes > 0).then(|| membw::measure(opts.membw_bytes, 3));
     macro_rules! by_op {
         ($t:ty) => {

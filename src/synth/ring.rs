@@ -69,11 +69,8 @@ pub fn find_rings(topo: &Topology) -> Vec<Vec<usize>> {
         return rings;
     }
     // 2. Several hosts: one ring per rail.
-    let hosts = topo.num_hosts();
-    if hosts > 1 {
-        if let Some(r) = rail_rings(topo, hosts) {
-            return r;
-        }
+    if let Some(r) = rail_rings(topo) {
+        return r;
     }
     // 3. Direct neighbours (through switches/NICs).
     let adj: Vec<Vec<bool>> = (0..n)
@@ -93,26 +90,20 @@ pub fn find_rings(topo: &Topology) -> Vec<Vec<usize>> {
 }
 
 /// One ring per rail on a multi-host topology with equal hosts.
-fn rail_rings(topo: &Topology, hosts: usize) -> Option<Vec<Vec<usize>>> {
+fn rail_rings(topo: &Topology) -> Option<Vec<Vec<usize>>> {
+    let hosts = super::hier::hosts(topo)?;
     let n = topo.num_ranks();
-    let mut by_host: Vec<(String, Vec<usize>)> = Vec::new();
-    for r in 0..n {
-        let h = topo.host_of(r).to_string();
-        match by_host.iter_mut().find(|(name, _)| *name == h) {
-            Some((_, v)) => v.push(r),
-            None => by_host.push((h, vec![r])),
-        }
-    }
-    let g = by_host[0].1.len();
-    if g < 2 || by_host.iter().any(|(_, v)| v.len() != g) || by_host.len() != hosts {
-        return None;
-    }
+    let g = hosts[0].len();
     let mut rings = Vec::new();
     for k in 0..g {
         let mut order = Vec::with_capacity(n);
-        for (h, (_, members)) in by_host.iter().enumerate() {
+        for (h, members) in hosts.iter().enumerate() {
             let entry = (k + h) % g;
-            let exit = if h + 1 == hosts { k } else { (k + h + 1) % g };
+            let exit = if h + 1 == hosts.len() {
+                k
+            } else {
+                (k + h + 1) % g
+            };
             // Visit entry, then the others in cyclic order, ending at exit.
             order.push(members[entry]);
             let mut j = (entry + 1) % g;

@@ -16,6 +16,7 @@
 mod emu;
 pub mod layout;
 
+use super::aliasing_mode;
 use super::elem::{self, Elem, Max, Min, Op, Prod, Sum};
 use super::plan::{self, Plan};
 use super::{
@@ -259,25 +260,7 @@ pub fn run_program_cuda(
     mode: Mode,
 ) -> Result<Report, ExecError> {
     let plan = plan::build(prog)?;
-    let inplace = match opts.inplace {
-        Some(true) if !prog.inplace => {
-            return Err(ExecError::Unsupported(format!(
-                "{} is not marked inplace=\"1\"",
-                prog.name
-            )))
-        }
-        Some(false) if !prog.outofplace => {
-            return Err(ExecError::Unsupported(format!(
-                "{} is not marked outofplace=\"1\"",
-                prog.name
-            )))
-        }
-        Some(x) => x,
-        None => !prog.outofplace && prog.inplace,
-    };
-    if opts.iters == 0 {
-        return Err(ExecError::Size("iters must be at least 1".into()));
-    }
+    let inplace = aliasing_mode(prog, opts)?;
     // Refuse unsupported dtypes before touching CUDA.
     nvrtc_options((9, 0), opts.dtype, opts.redop)?;
     if !driver_present() {
