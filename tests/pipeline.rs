@@ -44,3 +44,23 @@ fn big_ring_fits_step_limit() {
         .flat_map(|g| g.tbs.iter())
         .all(|t| t.steps.len() <= 64));
 }
+
+#[test]
+fn absurd_chunk_counts_are_refused_before_any_work() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args([
+            "synth",
+            "--topo",
+            "topologies/dgx-h100.json",
+            "--algo",
+            "ring",
+            "--chunks",
+            "100000000",
+            "-o",
+            "/dev/null",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("int16"));
+}

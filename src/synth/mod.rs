@@ -82,6 +82,9 @@ impl Default for SynthOptions {
     }
 }
 
+/// Most chunks in the full buffer (int16 offsets).
+pub const MAX_CHUNKS_PER_LOOP: usize = 32767;
+
 /// Largest chunk count the mixture tries when rounding its fractions.
 const MIX_MAX_CHUNKS: usize = 16;
 
@@ -97,6 +100,16 @@ pub fn candidates(
     }
     if o.chunks == Some(0) {
         return Err(SynthError("--chunks must be at least 1".into()));
+    }
+    // Offsets are int16 in the runtime (msccl-xml.md §8.3): refuse before
+    // building an Algorithm of that size.
+    if let Some(c) = o.chunks {
+        if n.saturating_mul(c) > MAX_CHUNKS_PER_LOOP {
+            return Err(SynthError(format!(
+                "--chunks {c} on {n} ranks gives {} chunks per loop; MSCCL offsets are int16, so at most {MAX_CHUNKS_PER_LOOP}",
+                n.saturating_mul(c)
+            )));
+        }
     }
     if !(o.time_limit_s > 0.0 && o.time_limit_s.is_finite()) {
         return Err(SynthError(format!(
