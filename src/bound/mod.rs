@@ -219,10 +219,11 @@ pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBou
     let sc = flow::scale(&cg.edges);
     let mut clean = 0usize;
     let mut k = 0usize;
+    let mut net = flow::Feasibility::new(cg.n, &cg.edges, &sc, &cg.gpus, &x);
     while clean < cg.gpus.len() {
         let v = cg.gpus[k % cg.gpus.len()];
         k += 1;
-        let (ok, reach) = flow::feasible_for(cg.n, &cg.edges, &sc, &cg.gpus, &x, v);
+        let (ok, reach) = net.check(v);
         if !ok {
             let inside = reach;
             let r = cut_ratio(&cg, &inside).ok_or_else(|| unreachable_err(topo, &cg, &inside))?;
@@ -233,6 +234,7 @@ pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBou
             x = r;
             side = inside;
             clean = 0;
+            net = flow::Feasibility::new(cg.n, &cg.edges, &sc, &cg.gpus, &x);
         } else {
             clean += 1;
         }
