@@ -117,7 +117,8 @@ pub fn compile_one(
         max_tbs: topo.min_sms().map(|s| s as usize),
     };
     let mut fallbacks = Vec::new();
-    for alg in cands {
+    for cand in cands {
+        let alg = cand();
         match lower::lower(&alg, &lopts) {
             Ok(program) => {
                 if let Some(m) = vopts.max_tbs {
@@ -189,7 +190,7 @@ pub struct Selection {
 }
 
 /// Progress callback: (done, total, what).
-pub type Progress<'a> = &'a dyn Fn(usize, usize, &str);
+pub type Progress<'a> = &'a (dyn Fn(usize, usize, &str) + Sync);
 
 /// Compile every applicable algorithm, simulate each at every size, and
 /// choose per size. The ring is always a candidate, so the choice is never
@@ -244,24 +245,37 @@ pub fn auto(
     let mut sorted = sizes.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
-    let total = candidates.len() * sorted.len();
-    let mut times_us = Vec::with_capacity(candidates.len());
-    for (ci, c) in candidates.iter().enumerate() {
-        let mut row = Vec::with_capacity(sorted.len());
-        for (si, &s) in sorted.iter().enumerate() {
-            if let Some(p) = progress {
-                p(
-                    ci * sorted.len() + si,
-                    total,
-                    &format!("simulating {} at {s} B", c.algo.name()),
-                );
-            }
-            let r = sim::simulate(&c.program, topo, s, simopts).map_err(|e| {
-                CompileError::Internal(format!("simulating {}: {e}", c.algo.name()))
-            })?;
-            row.push(r.time_us);
+    // Every (candidate, size) run is independent: simulate them on the
+    // available cores, largest programs first for balance.
+    let mut jobs: Vec<(usize, usize)> = (0..candidates.len())
+        .flat_map(|ci| (0..sorted.len()).map(move |si| (ci, si)))
+        .collect();
+    jobs.sort_by_key(|&(ci, si)| {
+        (
+            std::cmp::Reverse(candidates[ci].program.num_steps()),
+            ci,
+            si,
+        )
+    });
+    let total = jobs.len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let results = crate::par::map(&jobs, |&(ci, si)| {
+        let c = &candidates[ci];
+        let r = sim::simulate(&c.program, topo, sorted[si], simopts);
+        let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(p) = progress {
+            p(
+                k + 1,
+                total,
+                &format!("simulated {} at {} B", c.algo.name(), sorted[si]),
+            );
         }
-        times_us.push(row);
+        r.map(|r| r.time_us)
+            .map_err(|e| CompileError::Internal(format!("simulating {}: {e}", c.algo.name())))
+    });
+    let mut times_us = vec![vec![0.0; sorted.len()]; candidates.len()];
+    for (&(ci, si), r) in jobs.iter().zip(results) {
+        times_us[ci][si] = r?;
     }
     let winners: Vec<usize> = (0..sorted.len())
         .map(|si| {

@@ -14,6 +14,7 @@ pub mod exec;
 pub mod front;
 pub mod ir;
 pub mod lower;
+pub mod par;
 pub mod sim;
 pub mod synth;
 pub mod verify;

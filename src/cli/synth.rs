@@ -261,11 +261,15 @@ fn report(
         );
         return;
     };
-    let ring = match sel.and_then(|s| s.candidates.iter().find(|c| c.algo == Algo::Ring)) {
-        Some(r) => Some(r.clone()),
-        None => compile::compile_one(topo, Algo::Ring, opts).ok(),
+    let ring_rows = if chosen.algo == Algo::Ring {
+        Some(rows.clone())
+    } else {
+        let ring = match sel.and_then(|s| s.candidates.iter().find(|c| c.algo == Algo::Ring)) {
+            Some(r) => Some(r.clone()),
+            None => compile::compile_one(topo, Algo::Ring, opts).ok(),
+        };
+        ring.and_then(|r| sim::report::busbw_table(&r.program, topo, &sizes, &so).ok())
     };
-    let ring_rows = ring.and_then(|r| sim::report::busbw_table(&r.program, topo, &sizes, &so).ok());
     eprintln!(
         "{:>12} {:>12} {:>10} {:>10} {:>8}",
         "size(B)", "time(us)", "busbw", "bound%", "x ring"

@@ -31,7 +31,7 @@
 use crate::ir::{
     Algorithm, Buf, Collective, GpuProgram, Program, Proto, Runtime, Step, StepKind, Threadblock,
 };
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 
 /// Largest chunks per step.
@@ -87,10 +87,10 @@ impl std::error::Error for LowerError {}
 /// A slot an operation names, before scratch allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
-    In(usize),
-    Out(usize),
+    In(u32),
+    Out(u32),
     /// The accumulator of block b (scratch).
-    Acc(usize),
+    Acc(u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,18 +107,24 @@ enum OpKind {
 struct Op {
     kind: OpKind,
     /// (step, 0 for sends / 1 for receives, chunk, src, dst).
-    key: (usize, usize, usize, usize, usize),
-    chan: usize,
-    peer: usize,
+    key: (u32, u32, u32, u32, u32),
+    chan: u32,
+    peer: u32,
     src: Slot,
     dst: Slot,
-    block: usize,
+    block: u32,
 }
 
 struct Block {
     start: usize,
     len: usize,
     owner: usize,
+}
+
+/// Chunks per block on average (at least 1): transfers of a block are
+/// lowered once for all its chunks.
+fn chunks_per_block(blocks: &[Block], total: usize) -> usize {
+    total.div_ceil(blocks.len().max(1)).max(1)
 }
 
 /// Lower an Algorithm into a Program that fits `opts.runtime`'s limits.
@@ -134,7 +140,7 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
     let steps = alg.num_steps().max(1);
     // Skip the one-window attempt when some connection alone would carry
     // more transfers than a threadblock may have steps.
-    let mut per_conn: HashMap<(usize, usize, usize), usize> = HashMap::new();
+    let mut per_conn: HashMap<(usize, usize, usize), usize> = HashMap::default();
     for t in &alg.transfers {
         *per_conn.entry((t.src, t.dst, t.channel)).or_default() += 1;
     }
@@ -228,76 +234,153 @@ fn lower_with_window(
             owner,
         });
     }
-    // Per block: children and parent of every rank.
+    // Ranks are independent from here on: lower contiguous ranges of them
+    // on the available cores (large programs only).
+    let parts_n = crate::par::threads(n / 64);
+    let per = n.div_ceil(parts_n);
+    let ranges: Vec<std::ops::Range<usize>> = (0..parts_n)
+        .map(|k| k * per..((k + 1) * per).min(n))
+        .collect();
+    let parts = crate::par::map(&ranges, |r| {
+        lower_ranks(alg, &blocks, &per_chunk, mchan, r.clone())
+    });
+    let mut gpus = Vec::with_capacity(n);
+    let mut max_chan = 0usize;
+    for (g, m) in parts {
+        gpus.extend(g);
+        max_chan = max_chan.max(m);
+    }
+    Ok(Program {
+        name: opts.name.clone(),
+        proto: opts.proto,
+        coll: Collective::ReduceScatter,
+        runtime: opts.runtime,
+        nchannels: max_chan as i64 + 1,
+        nchunksperloop: total as i64,
+        ngpus: n as i64,
+        inplace: opts.inplace,
+        outofplace: opts.outofplace,
+        min_bytes: opts.min_bytes,
+        max_bytes: Some(opts.max_bytes),
+        gpus,
+    })
+}
+
+/// Lower ranks `ranks` (all blocks): their threadblocks, and the largest
+/// channel they use.
+fn lower_ranks(
+    alg: &Algorithm,
+    blocks: &[Block],
+    per_chunk: &[Vec<(usize, usize, usize, usize)>],
+    mchan: impl Fn(usize, usize) -> usize,
+    ranks: std::ops::Range<usize>,
+) -> (Vec<GpuProgram>, usize) {
+    // Per block: children and parent of every rank, as a CSR over the
+    // block's transfers sorted by receiver (buffers reused across blocks).
+    let spec = alg.spec;
+    let n = spec.ranks;
+    let total = spec.total_chunks();
     let cps = spec.chunks;
-    let mut ops: Vec<Vec<Op>> = vec![Vec::new(); n]; // per rank
-                                                     // Per rank, per block: the chain's op ids, a contiguous range.
-    let mut chains: Vec<Vec<std::ops::Range<usize>>> = vec![Vec::with_capacity(blocks.len()); n];
+    let lo = ranks.start;
+    let mut per_rank = vec![0usize; ranks.len()];
+    for t in &alg.transfers {
+        if ranks.contains(&t.src) {
+            per_rank[t.src - lo] += 1;
+        }
+        if ranks.contains(&t.dst) {
+            per_rank[t.dst - lo] += 1;
+        }
+    }
+    // Per rank: its ops, and per block the chain's op ids (a contiguous range).
+    let mut ops: Vec<Vec<Op>> = per_rank
+        .iter()
+        .map(|&k| Vec::with_capacity(k / chunks_per_block(blocks, total) + blocks.len()))
+        .collect();
+    let mut chains: Vec<Vec<std::ops::Range<usize>>> =
+        vec![Vec::with_capacity(blocks.len()); ranks.len()];
+    let mut by_dst: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let mut child_start = vec![0usize; n + 1];
+    let mut parent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
     for (bi, b) in blocks.iter().enumerate() {
-        let mut children: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); n];
-        let mut parent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
-        for &(src, dst, step, ch) in &per_chunk[b.start] {
-            children[dst].push((step, src, ch));
+        by_dst.clear();
+        by_dst.extend(
+            per_chunk[b.start]
+                .iter()
+                .map(|&(src, dst, step, ch)| (dst, step, src, ch)),
+        );
+        by_dst.sort_unstable();
+        child_start.iter_mut().for_each(|x| *x = 0);
+        parent.iter_mut().for_each(|x| *x = None);
+        for &(dst, step, src, ch) in &by_dst {
+            child_start[dst + 1] += 1;
             parent[src] = Some((dst, step, ch));
         }
         for v in 0..n {
-            children[v].sort_unstable();
-            let c0 = b.start;
-            let chain_start = ops[v].len();
+            child_start[v + 1] += child_start[v];
+        }
+        for v in ranks.clone() {
+            let children = &by_dst[child_start[v]..child_start[v + 1]];
+            let (ops, chains) = (&mut ops[v - lo], &mut chains[v - lo]);
+            // Sizes fit u32: chunks per loop ≤ 32767 (MSCCL's offsets), and
+            // ranks, steps and channels are far below 2³².
+            let c0 = b.start as u32;
+            let chain_start = ops.len();
             let is_root = v == b.owner;
             let acc = if is_root {
-                Slot::Out(c0 - v * cps)
+                Slot::Out((b.start - v * cps) as u32)
             } else {
-                Slot::Acc(bi)
+                Slot::Acc(bi as u32)
             };
-            for (j, &(step, src, ch)) in children[v].iter().enumerate() {
-                ops[v].push(Op {
+            let (vv, bb) = (v as u32, bi as u32);
+            for (j, &(_, step, src, ch)) in children.iter().enumerate() {
+                ops.push(Op {
                     kind: OpKind::RecvReduce,
-                    key: (step, 1, c0, src, v),
-                    chan: mchan(ch, step),
-                    peer: src,
+                    key: (step as u32, 1, c0, src as u32, vv),
+                    chan: mchan(ch, step) as u32,
+                    peer: src as u32,
                     src: if j == 0 { Slot::In(c0) } else { acc },
                     dst: acc,
-                    block: bi,
+                    block: bb,
                 });
             }
             if let Some((dst, step, ch)) = parent[v] {
-                ops[v].push(Op {
+                ops.push(Op {
                     kind: OpKind::Send,
-                    key: (step, 0, c0, v, dst),
-                    chan: mchan(ch, step),
-                    peer: dst,
-                    src: if children[v].is_empty() {
+                    key: (step as u32, 0, c0, vv, dst as u32),
+                    chan: mchan(ch, step) as u32,
+                    peer: dst as u32,
+                    src: if children.is_empty() {
                         Slot::In(c0)
                     } else {
                         acc
                     },
                     dst: Slot::In(c0),
-                    block: bi,
+                    block: bb,
                 });
-            } else if is_root && children[v].is_empty() {
-                ops[v].push(Op {
+            } else if is_root && children.is_empty() {
+                ops.push(Op {
                     kind: OpKind::Copy,
-                    key: (0, 0, c0, v, v),
+                    key: (0, 0, c0, vv, vv),
                     chan: 0,
-                    peer: v,
+                    peer: vv,
                     src: Slot::In(c0),
                     dst: acc,
-                    block: bi,
+                    block: bb,
                 });
             }
-            chains[v].push(chain_start..ops[v].len());
+            chains.push(chain_start..ops.len());
         }
     }
 
-    let mut gpus = Vec::with_capacity(n);
+    let mut gpus = Vec::with_capacity(ranks.len());
     let mut max_chan = 0usize;
-    for v in 0..n {
-        let rops = &ops[v];
+    for v in ranks.clone() {
+        let rops = &ops[v - lo];
+        let chains = &chains[v - lo];
         // Fusable (chan, recv peer, send peer) candidates: the last receive
         // of a chain followed by its send on the same channel.
-        let mut cand: HashMap<(usize, usize, usize), usize> = HashMap::new();
-        for chain in &chains[v] {
+        let mut cand: HashMap<(u32, u32, u32), usize> = HashMap::default();
+        for chain in chains {
             if chain.len() >= 2 {
                 let (a, b) = (&rops[chain.end - 2], &rops[chain.end - 1]);
                 if a.kind == OpKind::RecvReduce && b.kind == OpKind::Send && a.chan == b.chan {
@@ -305,12 +388,12 @@ fn lower_with_window(
                 }
             }
         }
-        let mut cand: Vec<((usize, usize, usize), usize)> = cand.into_iter().collect();
+        let mut cand: Vec<((u32, u32, u32), usize)> = cand.into_iter().collect();
         cand.sort_unstable_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
         // TB keys (chan, send, recv) with -1 as none.
-        let mut tb_keys: Vec<(usize, i64, i64)> = Vec::new();
-        let mut recv_tb: HashMap<(usize, usize), usize> = HashMap::new();
-        let mut send_tb: HashMap<(usize, usize), usize> = HashMap::new();
+        let mut tb_keys: Vec<(u32, i64, i64)> = Vec::new();
+        let mut recv_tb: HashMap<(u32, u32), usize> = HashMap::default();
+        let mut send_tb: HashMap<(u32, u32), usize> = HashMap::default();
         for ((ch, k, p), _) in cand {
             if !recv_tb.contains_key(&(ch, k)) && !send_tb.contains_key(&(ch, p)) {
                 recv_tb.insert((ch, k), tb_keys.len());
@@ -351,7 +434,7 @@ fn lower_with_window(
             list.sort_unstable_by_key(|&i| rops[i].key);
         }
         let mut next_in_chain = vec![usize::MAX; rops.len()];
-        for chain in &chains[v] {
+        for chain in chains {
             let end = chain.end.saturating_sub(1).max(chain.start);
             for (i, next) in next_in_chain[chain.start..end].iter_mut().enumerate() {
                 *next = chain.start + i + 1;
@@ -394,7 +477,7 @@ fn lower_with_window(
             }
         }
         // Scratch: accumulators still named by some step.
-        let mut acc_used: Vec<usize> = Vec::new();
+        let mut acc_used: Vec<u32> = Vec::new();
         for steps in &tb_steps {
             for &(kind, a, _) in steps {
                 let o = &rops[a];
@@ -410,22 +493,22 @@ fn lower_with_window(
         }
         acc_used.sort_unstable();
         acc_used.dedup();
-        let mut acc_off: HashMap<usize, usize> = HashMap::new();
+        let mut acc_off: HashMap<u32, usize> = HashMap::default();
         let mut s_chunks = 0usize;
         for b in acc_used {
             acc_off.insert(b, s_chunks);
-            s_chunks += blocks[b].len;
+            s_chunks += blocks[b as usize].len;
         }
         let place = |s: Slot| -> (Buf, usize) {
             match s {
-                Slot::In(c) => (Buf::Input, c),
-                Slot::Out(k) => (Buf::Output, k),
+                Slot::In(c) => (Buf::Input, c as usize),
+                Slot::Out(k) => (Buf::Output, k as usize),
                 Slot::Acc(b) => (Buf::Scratch, acc_off.get(&b).copied().unwrap_or(0)),
             }
         };
         // Dependencies along chains across threadblocks.
-        let mut dep_of: HashMap<(usize, usize), (usize, usize)> = HashMap::new();
-        for chain in &chains[v] {
+        let mut dep_of: HashMap<(usize, usize), (usize, usize)> = HashMap::default();
+        for chain in chains {
             for i in chain.start..chain.end.saturating_sub(1) {
                 let (pa, pb) = (pos_of_op[i], pos_of_op[i + 1]);
                 if pa.0 != pb.0 {
@@ -437,7 +520,7 @@ fn lower_with_window(
             .iter()
             .enumerate()
             .map(|(t, &(ch, send, recv))| {
-                max_chan = max_chan.max(ch);
+                max_chan = max_chan.max(ch as usize);
                 Threadblock {
                     id: new_id[t] as i64,
                     send,
@@ -452,7 +535,7 @@ fn lower_with_window(
         for (t, steps) in tb_steps.iter().enumerate() {
             for (pos, &(kind, a, b)) in steps.iter().enumerate() {
                 let oa = &rops[a];
-                let cnt = blocks[oa.block].len;
+                let cnt = blocks[oa.block as usize].len;
                 let mut st = Step::new(kind).count(cnt);
                 st.s = pos as i64;
                 match kind {
@@ -494,18 +577,5 @@ fn lower_with_window(
             line: 0,
         });
     }
-    Ok(Program {
-        name: opts.name.clone(),
-        proto: opts.proto,
-        coll: Collective::ReduceScatter,
-        runtime: opts.runtime,
-        nchannels: max_chan as i64 + 1,
-        nchunksperloop: total as i64,
-        ngpus: n as i64,
-        inplace: opts.inplace,
-        outofplace: opts.outofplace,
-        min_bytes: opts.min_bytes,
-        max_bytes: Some(opts.max_bytes),
-        gpus,
-    })
+    (gpus, max_chan)
 }

@@ -122,6 +122,10 @@ struct Engine<'a> {
     rem_cap: Vec<f64>,
     unfixed: Vec<usize>,
     new_rate: Vec<f64>,
+    /// Reused buffers of `recompute` (links, flows, search stack).
+    comp_links: Vec<usize>,
+    comp_flows: Vec<usize>,
+    stack: Vec<usize>,
     trace: Option<Trace>,
 }
 
@@ -375,6 +379,9 @@ pub fn simulate(
         rem_cap: vec![0.0; nl],
         unfixed: vec![0; nl],
         new_rate: Vec::new(),
+        comp_links: Vec::new(),
+        comp_flows: Vec::new(),
+        stack: Vec::new(),
         trace: opts.trace.then(Trace::default),
     };
     eng.run()?;
@@ -657,9 +664,11 @@ impl Engine<'_> {
     fn recompute(&mut self, c: usize) {
         self.stamp += 1;
         let st = self.stamp;
-        let mut comp_links: Vec<usize> = Vec::new();
-        let mut comp_flows: Vec<usize> = Vec::new();
-        let mut stack: Vec<usize> = Vec::new();
+        let mut comp_links = std::mem::take(&mut self.comp_links);
+        let mut comp_flows = std::mem::take(&mut self.comp_flows);
+        let mut stack = std::mem::take(&mut self.stack);
+        comp_links.clear();
+        comp_flows.clear();
         for &l in &self.conns[c].links {
             if self.link_stamp[l] != st {
                 self.link_stamp[l] = st;
@@ -749,5 +758,8 @@ impl Engine<'_> {
                 }
             }
         }
+        self.comp_links = comp_links;
+        self.comp_flows = comp_flows;
+        self.stack = stack;
     }
 }

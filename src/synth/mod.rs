@@ -88,12 +88,23 @@ pub const MAX_CHUNKS_PER_LOOP: usize = 32767;
 /// Largest chunk count the mixture tries when rounding its fractions.
 const MIX_MAX_CHUNKS: usize = 16;
 
+/// A candidate Algorithm, built when the driver asks for it (it stops at
+/// the first candidate that fits the runtime's limits, so a large fallback
+/// list costs nothing until it is needed).
+pub type Candidate = Box<dyn FnOnce() -> Algorithm>;
+
+fn built(algs: Vec<Algorithm>) -> Vec<Candidate> {
+    algs.into_iter()
+        .map(|a| Box::new(move || a) as Candidate)
+        .collect()
+}
+
 /// Candidate Algorithms for one (non-auto) algorithm, best first.
 pub fn candidates(
     topo: &Topology,
     algo: Algo,
     o: &SynthOptions,
-) -> Result<Vec<Algorithm>, SynthError> {
+) -> Result<Vec<Candidate>, SynthError> {
     let n = topo.num_ranks();
     if n == 0 {
         return Err(SynthError("the topology has no GPUs".into()));
@@ -122,19 +133,17 @@ pub fn candidates(
             "auto is resolved by the driver (compile::compile)".into(),
         )),
         Algo::Ring => {
-            let rings = ring::find_rings(topo);
-            // Full ring set first, then halves (fewer channels) as fallbacks.
-            let mut out = Vec::new();
+            let rings = std::rc::Rc::new(ring::find_rings(topo));
+            // Full ring set first, then halves (fewer channels) as fallbacks;
+            // each is built only when the one before it does not fit.
+            let mut out: Vec<Candidate> = Vec::new();
             let mut r = rings.len();
             loop {
                 let c = o.chunks.unwrap_or(r);
-                let a = ring::ring_algorithm(Spec::reduce_scatter(n, c), &rings[..r]);
-                if out
-                    .last()
-                    .is_none_or(|b: &Algorithm| b.transfers != a.transfers)
-                {
-                    out.push(a);
-                }
+                let rings = rings.clone();
+                out.push(Box::new(move || {
+                    ring::ring_algorithm(Spec::reduce_scatter(n, c), &rings[..r])
+                }));
                 if r == 1 {
                     break;
                 }
@@ -142,17 +151,17 @@ pub fn candidates(
             }
             Ok(out)
         }
-        Algo::Direct => Ok(vec![direct::direct_algorithm(Spec::reduce_scatter(
+        Algo::Direct => Ok(built(vec![direct::direct_algorithm(Spec::reduce_scatter(
             n,
             o.chunks.unwrap_or(1),
-        ))]),
+        ))])),
         Algo::Hier => {
             let hs = hier_hosts(topo)?;
-            Ok(vec![hier::hier_algorithm(
+            Ok(built(vec![hier::hier_algorithm(
                 Spec::reduce_scatter(n, o.chunks.unwrap_or(1)),
                 &hs,
                 0,
-            )])
+            )]))
         }
         Algo::Mix => {
             let fams = families(topo);
@@ -165,7 +174,7 @@ pub fn candidates(
             let counts = mix::round(&m.weights, chunks);
             let a = mix::combine(&fams, &counts, "mix");
             let _ = used;
-            Ok(vec![a])
+            Ok(built(vec![a]))
         }
         Algo::Sccl => {
             // The Pareto frontier up to `chunks` (default 6) chunks per rank;
@@ -199,7 +208,9 @@ pub fn candidates(
                     o.time_limit_s
                 )));
             }
-            Ok(sched.into_iter().map(sccl::to_reduce_scatter).collect())
+            Ok(built(
+                sched.into_iter().map(sccl::to_reduce_scatter).collect(),
+            ))
         }
     }
 }

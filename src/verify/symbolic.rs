@@ -161,19 +161,30 @@ impl Mode {
     }
 }
 
-/// The flattened program with pairing and an execution order.
+/// The flattened program with pairing and an execution order. Global step
+/// ids, event ids and offsets are u32 (a Program read from XML or lowered
+/// has far fewer than 2³² steps; `plan` checks).
 struct Plan<'p> {
     p: &'p Program,
     /// (gi, ti, si) per global step id.
     loc: Vec<(u32, u32, u32)>,
     /// For a receiving step: the global id of the step that sent to it.
-    pair_prev: Vec<usize>,
+    pair_prev: Vec<u32>,
     /// Steps in execution order (each at its first event).
-    order: Vec<usize>,
+    order: Vec<u32>,
     idx: Index,
+    /// For a step with a dependency: the global id of its target.
+    dep_of: Vec<u32>,
+    /// For a sending step: where its message starts in the message arena
+    /// (one slot per chunk sent; `msg_total` in all).
+    msg_off: Vec<u32>,
+    msg_total: usize,
+    /// For a `hasdep` step: its index among the snapshots of vector clocks.
+    snap_of: Vec<u32>,
+    nsnaps: usize,
 }
 
-const NONE: usize = usize::MAX;
+const NONE: u32 = u32::MAX;
 
 /// Build the event graph and an execution order.
 ///
@@ -188,12 +199,18 @@ const NONE: usize = usize::MAX;
 /// deadlock.
 fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
     let idx = Index::new(p);
-    let mut base: Vec<Vec<usize>> = Vec::with_capacity(p.gpus.len());
+    if p.num_steps() >= (u32::MAX / 4) as usize {
+        return Err(VerifyError::new(
+            "size",
+            format!("{} steps is more than the verifier handles", p.num_steps()),
+        ));
+    }
+    let mut base: Vec<Vec<u32>> = Vec::with_capacity(p.gpus.len());
     let mut loc = Vec::with_capacity(p.num_steps());
     for (gi, g) in p.gpus.iter().enumerate() {
         let mut b = Vec::with_capacity(g.tbs.len());
         for (ti, t) in g.tbs.iter().enumerate() {
-            b.push(loc.len());
+            b.push(loc.len() as u32);
             for si in 0..t.steps.len() {
                 loc.push((gi as u32, ti as u32, si as u32));
             }
@@ -209,28 +226,28 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
         let (gi, ti, si) = loc[gid];
         at(p, p.gpus[gi as usize].id as usize, ti as usize, si as usize)
     };
-    // Events.
-    let mut first = vec![0usize; total];
-    let mut last = vec![0usize; total];
+    // Events: a step's first event, and its last (the same for one-event
+    // steps; the next id for receive-then-send steps).
+    let mut first = vec![0u32; total];
+    let mut last = vec![0u32; total];
     let mut nodes = 0usize;
-    for gid in 0..total {
-        let k = step_of(gid).kind;
-        first[gid] = nodes;
-        nodes += 1;
-        last[gid] = if k.recvs() && k.sends() {
-            nodes += 1;
-            nodes - 1
+    for (gid, s) in p
+        .gpus
+        .iter()
+        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
+        .enumerate()
+    {
+        first[gid] = nodes as u32;
+        nodes += if s.kind.recvs() && s.kind.sends() {
+            2
         } else {
-            first[gid]
+            1
         };
+        last[gid] = nodes as u32 - 1;
     }
-    let mut indeg = vec![0u32; nodes];
-    let mut edges: Vec<(u32, u32)> = Vec::with_capacity(3 * nodes);
-    let mut edge = |from: usize, to: usize| {
-        edges.push((from as u32, to as u32));
-        indeg[to] += 1;
-    };
-    // Pairing (counts and cnt already checked by the structure pass).
+    // Pairing (counts and cnt already checked by the structure pass): the
+    // k-th send of a threadblock with the k-th receive of the peer's
+    // threadblock on the same channel.
     let mut pair_prev = vec![NONE; total];
     for (gi, g) in p.gpus.iter().enumerate() {
         let a = g.id;
@@ -249,15 +266,8 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             let rt = &p.gpus[gb].tbs[rti];
             let sends = t.steps.iter().enumerate().filter(|(_, s)| s.kind.sends());
             let recvs = rt.steps.iter().enumerate().filter(|(_, s)| s.kind.recvs());
-            let mut prev_recv = NONE;
             for ((si, _), (ri, _)) in sends.zip(recvs) {
-                let (snd, rcv) = (base[gi][ti] + si, base[gb][rti] + ri);
-                pair_prev[rcv] = snd;
-                edge(last[snd], first[rcv]);
-                if prev_recv != NONE {
-                    edge(first[prev_recv], last[snd]);
-                }
-                prev_recv = rcv;
+                pair_prev[base[gb][rti] as usize + ri] = base[gi][ti] + si as u32;
             }
         }
     }
@@ -269,46 +279,81 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             ));
         }
     }
+    let mut dep_of = vec![NONE; total];
     for (gi, g) in p.gpus.iter().enumerate() {
         for (ti, t) in g.tbs.iter().enumerate() {
             for (si, s) in t.steps.iter().enumerate() {
-                let me = base[gi][ti] + si;
-                if first[me] != last[me] {
-                    edge(first[me], last[me]);
-                }
-                if si > 0 {
-                    edge(last[me - 1], first[me]);
-                }
                 if let Some((d, ds)) = s.dep() {
                     let dti = idx.tb_of_id[gi][&(d as i64)];
-                    let target = base[gi][dti] + ds;
-                    edge(last[target], first[me]);
+                    dep_of[base[gi][ti] as usize + si] = base[gi][dti] + ds as u32;
                 }
             }
         }
     }
-    // Compressed adjacency.
+    // Every edge, in one enumeration run twice: to count out-degrees, then
+    // to fill the compressed adjacency.
+    let for_each_edge = |f: &mut dyn FnMut(u32, u32)| {
+        let mut me = 0usize;
+        for t in p.gpus.iter().flat_map(|g| g.tbs.iter()) {
+            // The previous receive of this threadblock: its connection's
+            // (k−1)-th receive.
+            let mut prev_recv = NONE;
+            for (si, st) in t.steps.iter().enumerate() {
+                let (fm, lm) = (first[me], last[me]);
+                if fm != lm {
+                    f(fm, lm);
+                }
+                if si > 0 {
+                    f(last[me - 1], fm);
+                }
+                if dep_of[me] != NONE {
+                    f(last[dep_of[me] as usize], fm);
+                }
+                if st.kind.recvs() {
+                    let snd = pair_prev[me] as usize;
+                    f(last[snd], fm);
+                    if prev_recv != NONE {
+                        f(first[prev_recv as usize], last[snd]);
+                    }
+                    prev_recv = me as u32;
+                }
+                me += 1;
+            }
+        }
+    };
     let mut start = vec![0u32; nodes + 1];
-    for &(f, _) in &edges {
-        start[f as usize + 1] += 1;
-    }
+    let mut indeg = vec![0u32; nodes];
+    for_each_edge(&mut |a, b| {
+        start[a as usize + 1] += 1;
+        indeg[b as usize] += 1;
+    });
     for i in 0..nodes {
         start[i + 1] += start[i];
     }
     let mut fill = start.clone();
-    let mut targets = vec![0u32; edges.len()];
-    for &(f, t) in &edges {
-        targets[fill[f as usize] as usize] = t;
-        fill[f as usize] += 1;
+    let mut targets = vec![0u32; start[nodes] as usize];
+    for_each_edge(&mut |a, b| {
+        targets[fill[a as usize] as usize] = b;
+        fill[a as usize] += 1;
+    });
+    drop(fill);
+    // Kahn's algorithm (FIFO: deterministic for a given Program). Steps
+    // execute at their first event (a sender's first event precedes its
+    // send event, which precedes the receive).
+    let mut step_at = vec![NONE; nodes];
+    for (gid, &f) in first.iter().enumerate() {
+        step_at[f as usize] = gid as u32;
     }
-    drop(edges);
-    // Kahn's algorithm (FIFO: deterministic for a given Program).
     let mut queue: std::collections::VecDeque<u32> = (0..nodes as u32)
         .filter(|&g| indeg[g as usize] == 0)
         .collect();
-    let mut node_order = Vec::with_capacity(nodes);
+    let mut order = Vec::with_capacity(total);
+    let mut done = 0usize;
     while let Some(g) = queue.pop_front() {
-        node_order.push(g as usize);
+        done += 1;
+        if step_at[g as usize] != NONE {
+            order.push(step_at[g as usize]);
+        }
         for &h in &targets[start[g as usize] as usize..start[g as usize + 1] as usize] {
             indeg[h as usize] -= 1;
             if indeg[h as usize] == 0 {
@@ -316,9 +361,10 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             }
         }
     }
-    if node_order.len() < nodes {
-        let blocked_steps = (0..total).filter(|&g| indeg[first[g]] > 0).count();
-        let s = (0..total).find(|&g| indeg[first[g]] > 0).unwrap_or(0);
+    if done < nodes {
+        let blocked = |g: &usize| indeg[first[*g] as usize] > 0;
+        let blocked_steps = (0..total).filter(blocked).count();
+        let s = (0..total).find(blocked).unwrap_or(0);
         return Err(VerifyError::new(
             "deadlock",
             format!(
@@ -327,42 +373,69 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             ),
         ));
     }
-    // Steps execute at their first event (a sender's first event precedes
-    // its send event, which precedes the receive).
-    let mut step_at = vec![NONE; nodes];
-    for (gid, &f) in first.iter().enumerate() {
-        step_at[f] = gid;
+    let mut msg_off = vec![NONE; total];
+    let mut snap_of = vec![NONE; total];
+    let (mut msg_total, mut nsnaps) = (0usize, 0usize);
+    for gid in 0..total {
+        let s = step_of(gid);
+        if s.kind.sends() {
+            msg_off[gid] = msg_total as u32;
+            msg_total += s.cnt.max(0) as usize;
+        }
+        if s.hasdep {
+            snap_of[gid] = nsnaps as u32;
+            nsnaps += 1;
+        }
     }
-    let order: Vec<usize> = node_order
-        .iter()
-        .map(|&n| step_at[n])
-        .filter(|&g| g != NONE)
-        .collect();
+    if msg_total >= NONE as usize {
+        return Err(VerifyError::new(
+            "size",
+            format!("{msg_total} chunks in messages is more than the verifier handles"),
+        ));
+    }
     Ok(Plan {
         p,
         loc,
         pair_prev,
         order,
         idx,
+        dep_of,
+        msg_off,
+        msg_total,
+        snap_of,
+        nsnaps,
     })
 }
 
-/// Per-slot access history for race detection.
-#[derive(Clone, Default)]
+/// Per-slot access history for race detection: the last write and the
+/// latest read by one threadblock since then, each packed as
+/// `tb << 32 | step` (`NO_ACCESS` when none). Reads by further threadblocks
+/// since the write (rare) live in the rank's `more_reads`.
+#[derive(Clone, Copy)]
 struct Access {
-    /// (tb, step position) of the last write.
-    write: Option<(u32, u32)>,
-    /// Reads since that write: latest per TB.
-    reads: Vec<(u32, u32)>,
+    write: u64,
+    read: u64,
+}
+
+const NO_ACCESS: u64 = u64::MAX;
+
+fn pack(tb: usize, step: usize) -> u64 {
+    (tb as u64) << 32 | step as u64
+}
+
+fn unpack(a: u64) -> (u32, u32) {
+    ((a >> 32) as u32, a as u32)
 }
 
 struct Rank<V> {
     val: Vec<Option<V>>,
     acc: Vec<Access>,
-    /// Vector clock per TB: steps of each TB known complete.
-    vc: Vec<Vec<u32>>,
-    /// Snapshots after hasdep steps: (ti, si) → clock.
-    snap: HashMap<(u32, u32), Vec<u32>>,
+    /// Reads of a slot by a second, third … threadblock since its last write.
+    more_reads: HashMap<usize, Vec<(u32, u32)>>,
+    /// Threadblocks on this rank.
+    t: usize,
+    /// Vector clock per TB (row-major t × t): steps of each TB known complete.
+    vc: Vec<u32>,
 }
 
 /// Slot index within a rank, after aliasing.
@@ -393,56 +466,62 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
             let t = g.tbs.len();
             Rank {
                 val,
-                acc: vec![Access::default(); slots],
-                vc: vec![vec![0; t]; t],
-                snap: HashMap::new(),
+                acc: vec![
+                    Access {
+                        write: NO_ACCESS,
+                        read: NO_ACCESS
+                    };
+                    slots
+                ],
+                more_reads: HashMap::new(),
+                t,
+                vc: vec![0; t * t],
             }
         })
         .collect();
-    // Messages in flight, keyed by the sending step.
-    let mut inflight: Vec<Vec<V>> = vec![Vec::new(); plan.loc.len()];
-    let mut out: Vec<V> = Vec::new();
+    // Messages in flight: one arena slot per chunk sent, at the sending
+    // step's offset. Snapshots of vector clocks after `hasdep` steps.
+    let mut msgs: Vec<V> = vec![V::expected(0, 0); plan.msg_total];
+    let mut snaps: Vec<Vec<u32>> = vec![Vec::new(); plan.nsnaps];
     for &gid in &plan.order {
+        let gid = gid as usize;
         {
             let (gi, ti, si) = plan.loc[gid];
             let (gi, ti, si) = (gi as usize, ti as usize, si as usize);
             let g = &p.gpus[gi];
             let st = &g.tbs[ti].steps[si];
             let here = || format!("{} in {} mode", at(p, g.id as usize, ti, si), mode.name());
-            let msg: Vec<V> = if st.kind.recvs() {
-                std::mem::take(&mut inflight[plan.pair_prev[gid]])
-            } else {
-                Vec::new()
-            };
             let rk = &mut ranks[gi];
+            let t = rk.t;
             // Happens-before: program order plus the dependency.
-            if let Some((d, ds)) = st.dep() {
-                let dti = plan.idx.tb_of_id[gi][&(d as i64)];
-                if let Some(snap) = rk.snap.get(&(dti as u32, ds as u32)) {
-                    let snap = snap.clone();
-                    for (x, y) in rk.vc[ti].iter_mut().zip(snap) {
-                        *x = (*x).max(y);
-                    }
+            let dep = plan.dep_of[gid];
+            if dep != NONE && plan.snap_of[dep as usize] != NONE {
+                let snap = &snaps[plan.snap_of[dep as usize] as usize];
+                for (x, y) in rk.vc[ti * t..(ti + 1) * t].iter_mut().zip(snap) {
+                    *x = (*x).max(*y);
                 }
             }
-            rk.vc[ti][ti] = si as u32 + 1;
-            out.clear();
+            rk.vc[ti * t + ti] = si as u32 + 1;
             let cnt = if st.kind == StepKind::Nop {
                 0
             } else {
                 st.cnt as usize
             };
-            if st.kind.recvs() && msg.len() != cnt {
-                return Err(VerifyError::new(
-                    "pairing",
-                    format!(
-                        "{}: receives {} chunks but {} were sent",
-                        here(),
-                        cnt,
-                        msg.len()
-                    ),
-                ));
-            }
+            let msg_in = if st.kind.recvs() {
+                let snd = plan.pair_prev[gid] as usize;
+                let (sg, stt, ss) = plan.loc[snd];
+                let sent = p.gpus[sg as usize].tbs[stt as usize].steps[ss as usize].cnt as usize;
+                if sent != cnt {
+                    return Err(VerifyError::new(
+                        "pairing",
+                        format!("{}: receives {} chunks but {} were sent", here(), cnt, sent),
+                    ));
+                }
+                plan.msg_off[snd] as usize
+            } else {
+                0
+            };
+            let msg_out = plan.msg_off[gid] as usize;
             #[allow(clippy::needless_range_loop)]
             for j in 0..cnt {
                 let src =
@@ -468,11 +547,13 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
                     };
                 let value = match st.kind {
                     StepKind::Send => Some(read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?),
-                    StepKind::Recv | StepKind::RecvCopySend => Some(msg[j].clone()),
+                    StepKind::Recv | StepKind::RecvCopySend => {
+                        Some(std::mem::replace(&mut msgs[msg_in + j], V::expected(0, 0)))
+                    }
                     StepKind::RecvReduceSend
                     | StepKind::RecvReduceCopy
                     | StepKind::RecvReduceCopySend => {
-                        let mut v = msg[j].clone();
+                        let mut v = std::mem::replace(&mut msgs[msg_in + j], V::expected(0, 0));
                         v.add(&read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?);
                         Some(v)
                     }
@@ -500,20 +581,21 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
                             mode,
                         )
                     })?;
-                    rk.val[d] = value.clone();
+                    if st.kind.sends() {
+                        rk.val[d] = value.clone();
+                    } else {
+                        rk.val[d] = value;
+                        continue;
+                    }
                 }
                 if st.kind.sends() {
                     if let Some(v) = value {
-                        out.push(v);
+                        msgs[msg_out + j] = v;
                     }
                 }
             }
             if st.hasdep {
-                let snap = rk.vc[ti].clone();
-                rk.snap.insert((ti as u32, si as u32), snap);
-            }
-            if st.kind.sends() {
-                inflight[gid] = std::mem::take(&mut out);
+                snaps[plan.snap_of[gid] as usize] = rk.vc[ti * t..(ti + 1) * t].to_vec();
             }
         }
     }
@@ -529,26 +611,38 @@ fn check_access<V>(
     si: usize,
     write: bool,
 ) -> Result<(), (u32, u32, bool)> {
-    let vc = &rk.vc[ti];
-    let known = |t: u32, q: u32| vc[t as usize] > q;
+    let t = rk.t;
+    let vc = &rk.vc[ti * t..(ti + 1) * t];
+    // Is (tb, step) ordered before the current step? (Own TB: program order.)
+    let ordered = |(tb, q): (u32, u32)| tb as usize == ti || vc[tb as usize] > q;
     let a = &mut rk.acc[s];
-    if let Some((wt, wp)) = a.write {
-        if wt as usize != ti && !known(wt, wp) {
-            return Err((wt, wp, true));
-        }
+    if a.write != NO_ACCESS && !ordered(unpack(a.write)) {
+        let (wt, wp) = unpack(a.write);
+        return Err((wt, wp, true));
     }
     if write {
-        for &(rt, rp) in &a.reads {
-            if rt as usize != ti && !known(rt, rp) {
-                return Err((rt, rp, false));
+        if a.read != NO_ACCESS && !ordered(unpack(a.read)) {
+            let (rt, rp) = unpack(a.read);
+            return Err((rt, rp, false));
+        }
+        a.write = pack(ti, si);
+        a.read = NO_ACCESS;
+        if !rk.more_reads.is_empty() {
+            if let Some(more) = rk.more_reads.remove(&s) {
+                if let Some(&(rt, rp)) = more.iter().find(|&&r| !ordered(r)) {
+                    return Err((rt, rp, false));
+                }
             }
         }
-        a.write = Some((ti as u32, si as u32));
-        a.reads.clear();
-    } else if let Some(r) = a.reads.iter_mut().find(|r| r.0 as usize == ti) {
-        r.1 = si as u32;
+    } else if a.read == NO_ACCESS || unpack(a.read).0 as usize == ti {
+        a.read = pack(ti, si);
     } else {
-        a.reads.push((ti as u32, si as u32));
+        let more = rk.more_reads.entry(s).or_default();
+        if let Some(r) = more.iter_mut().find(|r| r.0 as usize == ti) {
+            r.1 = si as u32;
+        } else {
+            more.push((ti as u32, si as u32));
+        }
     }
     Ok(())
 }
@@ -619,23 +713,7 @@ pub(crate) fn run(p: &Program) -> Result<Vec<&'static str>, VerifyError> {
         todo.push(Mode::InPlace);
     }
     // The aliasing modes are independent runs: use a thread each.
-    let results: Vec<Result<(), VerifyError>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = todo
-            .iter()
-            .map(|&mode| {
-                let plan = &plan;
-                sc.spawn(move || check_mode(plan, mode))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(VerifyError::new("internal", "a verifier thread panicked"))
-                })
-            })
-            .collect()
-    });
+    let results = crate::par::map(&todo, |&mode| check_mode(&plan, mode));
     for (mode, r) in todo.iter().zip(results) {
         r?;
         modes.push(mode.name());

@@ -1,0 +1,75 @@
+//! A parallel map over a slice on the machine's cores (std threads only).
+//!
+//! Used where independent work is large and uniform enough to split:
+//! simulating a schedule at several sizes, scoring `auto`'s candidates,
+//! lowering ranges of ranks, and the verifier's aliasing modes. Results come
+//! back in item order, so output never depends on scheduling.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Worker threads to use: the available cores, at most `items`.
+pub fn threads(items: usize) -> usize {
+    std::thread::available_parallelism()
+        .map(|t| t.get())
+        .unwrap_or(1)
+        .min(items)
+        .max(1)
+}
+
+/// `items.iter().map(f).collect()`, computed on up to [`threads`] threads
+/// that take items one at a time (dynamic balance for uneven items). A
+/// panic in `f` propagates to the caller.
+pub fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let k = threads(items.len());
+    if k <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..k)
+            .map(|_| {
+                sc.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= items.len() {
+                            return mine;
+                        }
+                        mine.push((i, f(&items[i])));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_order_and_values() {
+        let items: Vec<u64> = (0..1000).collect();
+        let out = map(&items, |&x| x * x);
+        assert_eq!(out, items.iter().map(|x| x * x).collect::<Vec<_>>());
+        assert!(map(&[] as &[u64], |&x| x).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "boom")]
+    fn propagates_panics() {
+        let items: Vec<u64> = (0..8).collect();
+        map(&items, |&x| {
+            if x == 5 {
+                panic!("boom");
+            }
+            x
+        });
+    }
+}
