@@ -457,3 +457,59 @@ fn errors() {
         Err(BoundError::Unsupported(_))
     ));
 }
+
+/// Where the α_min + T_bw term binds: on one switch (100 GB/s ports, α 0.7
+/// per link, so 1.4 µs per route) at 64 KiB, T_bw = 8192 B · 7/100 /1e3 =
+/// 0.57344 µs; α_min + T_bw = 1.97344 µs exceeds the shard path 1.4 +
+/// 8192/100e3 = 1.48192 µs. The direct schedule (every rank sends its 7
+/// shards at once through its port) meets the bound exactly in the simulator.
+#[test]
+fn alpha_min_plus_bandwidth_term() {
+    let t = switched(8, 100.0);
+    let s = 64u64 << 10;
+    let ab = bound::alpha_bound_us(&t, RS, s).unwrap();
+    assert!((ab - 1.97344).abs() < 1e-9, "{ab}");
+    let lat = bound::latency_terms(&t).unwrap();
+    assert!((lat.alpha_min_us - 1.4).abs() < 1e-12);
+    assert!((lat.shard_path_us(s) - 1.48192).abs() < 1e-9);
+    let alg = rscc::synth::direct::direct_algorithm(rscc::ir::Spec::reduce_scatter(8, 1));
+    let prog = rscc::lower::lower(&alg, &Default::default()).unwrap();
+    let sim = rscc::sim::simulate(&prog, &t, s, &Default::default()).unwrap();
+    assert!((sim.time_us - ab).abs() < 1e-6, "{} vs {ab}", sim.time_us);
+}
+
+/// The α-aware bound is a lower bound: no shipped schedule, nor the ring
+/// baseline, simulates below it on its topology at any size.
+#[test]
+fn alpha_bound_is_below_every_shipped_schedule() {
+    let mut checked = 0;
+    for e in std::fs::read_dir("topologies").unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().is_none_or(|x| x != "json") {
+            continue;
+        }
+        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+        let topo = rscc::front::load_topology(&path).unwrap();
+        let b = bound::bandwidth_bound(&topo, RS).unwrap();
+        let lat = bound::latency_terms(&topo).unwrap();
+        let xml = format!("schedules/{stem}-rs.xml");
+        let text = std::fs::read_to_string(&xml).unwrap();
+        let shipped = rscc::front::msccl_xml::parse(&text, &xml).unwrap();
+        let ring = rscc::sim::programs::ring_reduce_scatter(topo.num_ranks()).unwrap();
+        for prog in [&shipped, &ring] {
+            for k in 0..8 {
+                let s = 1024u64 << (3 * k);
+                let so = rscc::sim::SimOptions::default();
+                let t = rscc::sim::simulate(prog, &topo, s, &so).unwrap().time_us;
+                let lb = lat.bound_us(&b, s);
+                assert!(
+                    t >= lb * (1.0 - 1e-9),
+                    "{stem}: {} at {s} B simulates {t} µs, below the α-aware bound {lb} µs",
+                    prog.name
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 9 * 2 * 8, "{checked}");
+}

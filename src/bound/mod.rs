@@ -312,26 +312,27 @@ pub fn time_bound_us(b: &BandwidthBound, size_bytes: u64) -> f64 {
     size_bytes as f64 / b.ranks as f64 * b.x_star_f64() / 1e3
 }
 
-/// The latency part of the α-aware bound: the largest over ordered rank
-/// pairs (s, d) of the least total α of any path s → d, plus the time to
-/// bring one shard (S/N bytes) into d at its total ingress capacity:
-/// max_(s,d) [ min_path Σ α_e + (S/N) / B_in(d) ], µs.
-///
-/// Every element of d's shard needs a byte carrying s's contribution; none
-/// can arrive before the cheapest path's α, and they enter d at no more than
-/// B_in(d). (synthesis.md §5.3 charges the whole shard store-and-forward on
-/// every hop, Σ_e (α_e + (S/N)/b_e); that is not a lower bound once a shard
-/// is split or pipelined — the bidirectional ring8 reduce-scatter reaches
-/// 7/50 per shard byte-time, below its 4 hops · 2/50 — so rscc uses this
-/// weaker, valid form.)
-pub fn shard_path_bound_us(topo: &Topology, size_bytes: u64) -> Result<f64, BoundError> {
+/// The latency terms of the α-aware bound, computed once per topology (one
+/// Dijkstra on α per rank): the least α of any route between two distinct
+/// ranks, and per destination d the largest over sources s of the least α
+/// of a path s → d together with d's total ingress capacity.
+#[derive(Debug, Clone)]
+pub struct LatencyTerms {
+    /// min over ranks s ≠ d of α_min(s, d), µs.
+    pub alpha_min_us: f64,
+    /// Per rank d: (max over s ≠ d of α_min(s, d) in µs, B_in(d) in GB/s).
+    pub per_dest: Vec<(f64, f64)>,
+}
+
+/// See [`LatencyTerms`].
+pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
     let nr = topo.num_ranks();
     if nr < 2 {
         return Err(BoundError::TooFewRanks(nr));
     }
-    let shard = size_bytes as f64 / nr as f64;
     let g = &topo.graph;
-    let mut worst = 0.0f64;
+    let mut per_dest: Vec<(f64, f64)> = (0..nr).map(|d| (0.0, topo.gpu_bandwidth(d).1)).collect();
+    let mut alpha_min_us = f64::INFINITY;
     for s in 0..nr {
         let dist = dijkstra(topo, s, |l| l.alpha_us.max(0.0));
         for (d, &dn) in topo.ranks.iter().enumerate() {
@@ -339,21 +340,58 @@ pub fn shard_path_bound_us(topo: &Topology, size_bytes: u64) -> Result<f64, Boun
                 continue;
             }
             let t = dist[dn.index()];
-            let (_, b_in) = topo.gpu_bandwidth(d);
-            if !t.is_finite() || b_in <= 0.0 {
+            if !t.is_finite() || per_dest[d].1 <= 0.0 {
                 return Err(BoundError::Unreachable {
                     from: g[topo.ranks[s]].id.clone(),
                     to: g[dn].id.clone(),
                 });
             }
-            worst = worst.max(t + shard / (b_in * 1e3));
+            per_dest[d].0 = per_dest[d].0.max(t);
+            alpha_min_us = alpha_min_us.min(t);
         }
     }
-    Ok(worst)
+    Ok(LatencyTerms {
+        alpha_min_us,
+        per_dest,
+    })
 }
 
-/// The α-aware lower bound of synthesis.md §5.3 for a message of
-/// `size_bytes` (nccl-tests' S): max(T_bw, slowest best shard path), µs.
+impl LatencyTerms {
+    /// The shard-path term: max over (s, d) of α_min(s, d) plus one shard
+    /// (S/N bytes) into d at its total ingress capacity, µs.
+    ///
+    /// Every element of d's shard needs a byte carrying s's contribution;
+    /// none can arrive before the cheapest path's α, and they enter d at no
+    /// more than B_in(d). (synthesis.md §5.3 charges the whole shard
+    /// store-and-forward on every hop, Σ_e (α_e + (S/N)/b_e); that is not a
+    /// lower bound once a shard is split or pipelined — the bidirectional
+    /// ring8 reduce-scatter reaches 7/50 per shard byte-time, below its
+    /// 4 hops · 2/50 — so rscc uses this weaker, valid form.)
+    pub fn shard_path_us(&self, size_bytes: u64) -> f64 {
+        let shard = size_bytes as f64 / self.per_dest.len() as f64;
+        self.per_dest
+            .iter()
+            .map(|&(a, b_in)| a + shard / (b_in * 1e3))
+            .fold(0.0, f64::max)
+    }
+
+    /// The α-aware lower bound (docs/cost-model.md §2):
+    /// max(α_min + T_bw, shard path). No byte crosses any link before the
+    /// α of the route that carries it has elapsed (the cost model charges a
+    /// message's α before its bytes move), so the T_bw bytes that must cross
+    /// the binding cut move only after α_min.
+    pub fn bound_us(&self, b: &BandwidthBound, size_bytes: u64) -> f64 {
+        (self.alpha_min_us + time_bound_us(b, size_bytes)).max(self.shard_path_us(size_bytes))
+    }
+}
+
+/// The shard-path term of the α-aware bound ([`LatencyTerms::shard_path_us`]).
+pub fn shard_path_bound_us(topo: &Topology, size_bytes: u64) -> Result<f64, BoundError> {
+    Ok(latency_terms(topo)?.shard_path_us(size_bytes))
+}
+
+/// The α-aware lower bound for a message of `size_bytes` (nccl-tests' S):
+/// max(α_min + T_bw, slowest best shard path), µs (docs/cost-model.md §2).
 pub fn alpha_bound_us(
     topo: &Topology,
     coll: Collective,
@@ -369,7 +407,7 @@ pub fn alpha_bound_with(
     topo: &Topology,
     size_bytes: u64,
 ) -> Result<f64, BoundError> {
-    Ok(time_bound_us(b, size_bytes).max(shard_path_bound_us(topo, size_bytes)?))
+    Ok(latency_terms(topo)?.bound_us(b, size_bytes))
 }
 
 #[derive(PartialEq)]

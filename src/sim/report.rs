@@ -53,14 +53,14 @@ pub fn busbw_table(
 ) -> Result<Vec<Row>, SimError> {
     let n = topo.num_ranks();
     let bw = bound::bandwidth_bound(topo, prog.coll).ok();
+    let lat = bound::latency_terms(topo).ok();
+    // Sizes are independent runs: simulate them on the available cores.
+    let results = crate::par::map(sizes, |&s| simulate(prog, topo, s, opts));
     let mut rows = Vec::with_capacity(sizes.len());
-    for &s in sizes {
-        let r = simulate(prog, topo, s, opts)?;
-        let t = r.time_us;
+    for (&s, r) in sizes.iter().zip(results) {
+        let t = r?.time_us;
         let algbw = if t > 0.0 { s as f64 / t / 1e3 } else { 0.0 };
-        let bound_us = bw
-            .as_ref()
-            .and_then(|b| bound::alpha_bound_with(b, topo, s).ok());
+        let bound_us = bw.as_ref().zip(lat.as_ref()).map(|(b, l)| l.bound_us(b, s));
         rows.push(Row {
             size_bytes: s,
             count: element_count(prog.coll, n, s),
