@@ -61,18 +61,29 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
             };
             for (h, members) in hosts.iter().enumerate() {
                 let agg = members[ko];
+                // Host h's aggregator sends its partial sums across the rail
+                // in the order q = 0, 1, … (owner host h+1 first) and keeps
+                // its own host's shard last (q = H − 1): its host-mates send
+                // their contributions in that same order, so the first rail
+                // send waits for one shard's worth of intra-host traffic
+                // per tile, not all of it.
+                let q = (ho + nh - h - 1) % nh;
                 for (k, &s) in members.iter().enumerate() {
                     if k == ko {
                         continue;
                     }
-                    let intra = 1 + (ko + g - k - 1) % g;
+                    let intra = q * g + 1 + (ko + g - k - 1) % g;
                     match (h == ho).then(|| away(k)).flatten() {
                         Some(h2) => transfers.push(Transfer {
                             step: 0,
                             chunk,
                             src: s,
                             dst: hosts[h2][k],
-                            channel: 1,
+                            // Not the rail channel: on one connection the
+                            // next tile's contribution would wait behind
+                            // this tile's rail partial sum (one receiving
+                            // threadblock), serialising the tiles.
+                            channel: 2,
                         }),
                         None => transfers.push(Transfer {
                             step: intra,
@@ -84,9 +95,14 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
                     }
                 }
                 if h != ho {
-                    // Across rail ko, after the intra-host phase; staggered
-                    // over hosts.
-                    let step = g + 1 + (ho + nh - h - 1) % nh;
+                    // Across rail ko. Numbered after every intra-host step
+                    // (in rail order q), so the owner's accumulation takes
+                    // its host-mates' contributions first, as they arrive,
+                    // and the late rail partial sums last; the other way
+                    // round, host-mate messages would wait unconsumed for
+                    // the rail and fill the connection buffers (2 tiles),
+                    // stalling the next tile's intra-host sends.
+                    let step = nh * g + q;
                     transfers.push(Transfer {
                         step,
                         chunk,
