@@ -57,7 +57,6 @@ struct Flow {
     remaining: f64,
     rate: f64,
     last: f64,
-    version: u32,
 }
 
 struct LinkState {
@@ -70,8 +69,93 @@ struct LinkState {
 #[derive(Clone, Copy)]
 enum Ev {
     Activate(usize),
-    Finish(usize, u32),
     LocalDone(usize),
+}
+
+/// The pending finish time of every active flow: a binary min-heap on
+/// (time, sequence number) with each flow's position, so a rate change
+/// moves the flow's one entry instead of pushing another (with many flows
+/// sharing links, stale entries used to outnumber live ones and the queue
+/// grew to tens of millions). Sequence numbers come from the engine's one
+/// counter, so events order exactly as with one queue.
+#[derive(Default)]
+struct FlowHeap {
+    heap: Vec<(f64, u64, usize)>,
+    /// Position of flow f in `heap`, or usize::MAX.
+    pos: Vec<usize>,
+}
+
+impl FlowHeap {
+    fn less(a: &(f64, u64, usize), b: &(f64, u64, usize)) -> bool {
+        a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)) == Ordering::Less
+    }
+    fn swap(&mut self, i: usize, j: usize) {
+        self.heap.swap(i, j);
+        self.pos[self.heap[i].2] = i;
+        self.pos[self.heap[j].2] = j;
+    }
+    fn up(&mut self, mut i: usize) {
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if !Self::less(&self.heap[i], &self.heap[p]) {
+                break;
+            }
+            self.swap(i, p);
+            i = p;
+        }
+    }
+    fn down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut m = i;
+            if l < self.heap.len() && Self::less(&self.heap[l], &self.heap[m]) {
+                m = l;
+            }
+            if r < self.heap.len() && Self::less(&self.heap[r], &self.heap[m]) {
+                m = r;
+            }
+            if m == i {
+                break;
+            }
+            self.swap(i, m);
+            i = m;
+        }
+    }
+    /// Schedule (or move) flow f's finish at (t, seq).
+    fn set(&mut self, f: usize, t: f64, seq: u64) {
+        if self.pos.len() <= f {
+            self.pos.resize(f + 1, usize::MAX);
+        }
+        match self.pos[f] {
+            usize::MAX => {
+                self.heap.push((t, seq, f));
+                let i = self.heap.len() - 1;
+                self.pos[f] = i;
+                self.up(i);
+            }
+            i => {
+                self.heap[i] = (t, seq, f);
+                self.up(i);
+                self.down(self.pos[f]);
+            }
+        }
+    }
+    fn remove(&mut self, f: usize) {
+        let Some(&i) = self.pos.get(f).filter(|&&i| i != usize::MAX) else {
+            return;
+        };
+        let last = self.heap.len() - 1;
+        self.swap(i, last);
+        self.heap.pop();
+        self.pos[f] = usize::MAX;
+        if i < self.heap.len() {
+            self.up(i);
+            self.down(self.pos[self.heap[i].2]);
+        }
+    }
+    fn peek(&self) -> Option<(f64, u64, usize)> {
+        self.heap.first().copied()
+    }
 }
 
 struct Event {
@@ -105,6 +189,7 @@ struct Engine<'a> {
     links: Vec<LinkState>,
     link_bytes: Vec<f64>,
     heap: BinaryHeap<Event>,
+    finishes: FlowHeap,
     seq: u64,
     now: f64,
     end: f64,
@@ -364,6 +449,7 @@ pub fn simulate(
         links,
         link_bytes: vec![0.0; nl],
         heap: BinaryHeap::new(),
+        finishes: FlowHeap::default(),
         seq: 0,
         now: 0.0,
         end: 0.0,
@@ -440,15 +526,29 @@ impl Engine<'_> {
             while let Some(tb) = self.work.pop() {
                 self.try_advance(tb);
             }
+            // The earlier of the next event and the next flow finish, by
+            // (time, sequence number).
+            let flow_first = match (self.heap.peek(), self.finishes.peek()) {
+                (None, None) => break,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some(e), Some((t, seq, _))) => {
+                    t.total_cmp(&e.t).then(seq.cmp(&e.seq)) == Ordering::Less
+                }
+            };
+            if flow_first {
+                let Some((t, _, f)) = self.finishes.peek() else {
+                    break;
+                };
+                self.finishes.remove(f);
+                self.now = t;
+                self.finish(f);
+                continue;
+            }
             let Some(ev) = self.heap.pop() else { break };
             self.now = ev.t;
             match ev.ev {
                 Ev::Activate(f) => self.activate(f),
-                Ev::Finish(f, v) => {
-                    if self.flows[f].version == v {
-                        self.finish(f);
-                    }
-                }
                 Ev::LocalDone(tb) => self.complete(tb),
             }
         }
@@ -555,7 +655,6 @@ impl Engine<'_> {
                         remaining: bytes,
                         rate: 0.0,
                         last: self.now,
-                        version: 0,
                     });
                     self.flow_stamp.push(0);
                     self.new_rate.push(0.0);
@@ -732,11 +831,12 @@ impl Engine<'_> {
                 fl.remaining = (fl.remaining - fl.rate * (now - fl.last)).max(0.0);
                 fl.last = now;
                 fl.rate = nr;
-                fl.version += 1;
                 if nr > 0.0 {
                     let t = now + fl.remaining / nr;
-                    let v = fl.version;
-                    self.push(t, Ev::Finish(f, v));
+                    self.seq += 1;
+                    self.finishes.set(f, t, self.seq);
+                } else {
+                    self.finishes.remove(f);
                 }
             }
         }

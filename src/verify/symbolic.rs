@@ -344,23 +344,25 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
     for (gid, &f) in first.iter().enumerate() {
         step_at[f as usize] = gid as u32;
     }
-    let mut queue: std::collections::VecDeque<u32> = (0..nodes as u32)
-        .filter(|&g| indeg[g as usize] == 0)
-        .collect();
+    // Every event enters the queue at most once, so a vector with a read
+    // position is the FIFO.
+    let mut queue: Vec<u32> = Vec::with_capacity(nodes);
+    queue.extend((0..nodes as u32).filter(|&g| indeg[g as usize] == 0));
     let mut order = Vec::with_capacity(total);
-    let mut done = 0usize;
-    while let Some(g) = queue.pop_front() {
-        done += 1;
+    let mut head = 0usize;
+    while let Some(&g) = queue.get(head) {
+        head += 1;
         if step_at[g as usize] != NONE {
             order.push(step_at[g as usize]);
         }
         for &h in &targets[start[g as usize] as usize..start[g as usize + 1] as usize] {
             indeg[h as usize] -= 1;
             if indeg[h as usize] == 0 {
-                queue.push_back(h);
+                queue.push(h);
             }
         }
     }
+    let done = head;
     if done < nodes {
         let blocked = |g: &usize| indeg[first[*g] as usize] > 0;
         let blocked_steps = (0..total).filter(blocked).count();
