@@ -64,47 +64,71 @@ fn emit<W: Write>(p: &Program, w: &mut Out<W>) -> io::Result<()> {
     };
     w.attr(b"maxBytes", max);
     w.raw(b">\n");
-    for g in &p.gpus {
-        w.raw(b"  <gpu");
-        w.attr(b"id", g.id);
-        w.attr(b"i_chunks", g.i_chunks);
-        w.attr(b"o_chunks", g.o_chunks);
-        w.attr(b"s_chunks", g.s_chunks);
-        w.raw(b">\n");
-        for tb in &g.tbs {
-            w.raw(b"    <tb");
-            w.attr(b"id", tb.id);
-            w.attr(b"send", tb.send);
-            w.attr(b"recv", tb.recv);
-            w.attr(b"chan", tb.chan);
-            w.raw(b">\n");
-            for (pos, s) in tb.steps.iter().enumerate() {
-                w.raw(b"      <step");
-                w.attr(b"s", pos as i64);
-                w.raw(b" type=\"");
-                w.raw(s.kind.as_str().as_bytes());
-                w.raw(b"\" srcbuf=\"");
-                w.raw(&[s.srcbuf.letter() as u8]);
-                w.raw(b"\"");
-                w.attr(b"srcoff", s.srcoff);
-                w.raw(b" dstbuf=\"");
-                w.raw(&[s.dstbuf.letter() as u8]);
-                w.raw(b"\"");
-                w.attr(b"dstoff", s.dstoff);
-                w.attr(b"cnt", s.cnt);
-                w.attr(b"depid", s.depid);
-                w.attr(b"deps", s.deps);
-                w.attr(b"hasdep", s.hasdep as i64);
-                w.raw(b"/>\n");
-                w.spill()?;
-            }
-            w.raw(b"    </tb>\n");
+    // A <gpu> element's text depends on that GPU alone: render batches of
+    // them on all cores (in order), then write.
+    for batch in p.gpus.chunks(GPU_BATCH) {
+        let texts = crate::par::map(batch, |g| {
+            let mut o: Out<io::Sink> = Out {
+                buf: Vec::with_capacity(
+                    64 + g
+                        .tbs
+                        .iter()
+                        .map(|t| 40 + 160 * t.steps.len())
+                        .sum::<usize>(),
+                ),
+                out: None,
+            };
+            emit_gpu(g, &mut o);
+            o.buf
+        });
+        for t in &texts {
+            w.chunk(t)?;
         }
-        w.raw(b"  </gpu>\n");
-        w.spill()?;
     }
     w.raw(b"</algo>\n");
     w.flush()
+}
+
+/// GPUs rendered per parallel batch.
+const GPU_BATCH: usize = 64;
+
+/// One `<gpu>` element.
+fn emit_gpu(g: &crate::ir::GpuProgram, w: &mut Out<io::Sink>) {
+    w.raw(b"  <gpu");
+    w.attr(b"id", g.id);
+    w.attr(b"i_chunks", g.i_chunks);
+    w.attr(b"o_chunks", g.o_chunks);
+    w.attr(b"s_chunks", g.s_chunks);
+    w.raw(b">\n");
+    for tb in &g.tbs {
+        w.raw(b"    <tb");
+        w.attr(b"id", tb.id);
+        w.attr(b"send", tb.send);
+        w.attr(b"recv", tb.recv);
+        w.attr(b"chan", tb.chan);
+        w.raw(b">\n");
+        for (pos, s) in tb.steps.iter().enumerate() {
+            w.raw(b"      <step");
+            w.attr(b"s", pos as i64);
+            w.raw(b" type=\"");
+            w.raw(s.kind.as_str().as_bytes());
+            w.raw(b"\" srcbuf=\"");
+            w.raw(&[s.srcbuf.letter() as u8]);
+            w.raw(b"\"");
+            w.attr(b"srcoff", s.srcoff);
+            w.raw(b" dstbuf=\"");
+            w.raw(&[s.dstbuf.letter() as u8]);
+            w.raw(b"\"");
+            w.attr(b"dstoff", s.dstoff);
+            w.attr(b"cnt", s.cnt);
+            w.attr(b"depid", s.depid);
+            w.attr(b"deps", s.deps);
+            w.attr(b"hasdep", s.hasdep as i64);
+            w.raw(b"/>\n");
+        }
+        w.raw(b"    </tb>\n");
+    }
+    w.raw(b"  </gpu>\n");
 }
 
 /// The name as written: characters outside `[A-Za-z0-9_.-]` become `_`
@@ -146,16 +170,20 @@ impl<W: Write> Out<W> {
         self.buf.push(b'"');
     }
 
-    /// Hand the buffer to the writer once it holds 64 KiB.
-    #[inline]
-    fn spill(&mut self) -> io::Result<()> {
-        if let Some(out) = &mut self.out {
-            if self.buf.len() >= 1 << 16 {
+    /// Append a rendered piece: with a writer, the buffer then the piece go
+    /// straight out (no copy of the piece).
+    fn chunk(&mut self, piece: &[u8]) -> io::Result<()> {
+        match &mut self.out {
+            Some(out) => {
                 out.write_all(&self.buf)?;
                 self.buf.clear();
+                out.write_all(piece)
+            }
+            None => {
+                self.buf.extend_from_slice(piece);
+                Ok(())
             }
         }
-        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {

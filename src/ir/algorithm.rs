@@ -67,7 +67,10 @@ impl Algorithm {
     pub fn check(&self) -> Result<(), AlgorithmError> {
         let n = self.spec.ranks;
         let total = self.spec.total_chunks();
-        let mut parent: Vec<Vec<Option<(usize, usize)>>> = vec![vec![None; n]; total];
+        // Transfers grouped by chunk (a CSR of indices), then one reusable
+        // parent table per chunk: O(transfers + chunks·ranks) time and
+        // O(transfers + ranks) memory.
+        let mut start = vec![0usize; total + 1];
         for t in &self.transfers {
             if t.chunk >= total || t.src >= n || t.dst >= n {
                 return Err(AlgorithmError(format!(
@@ -83,15 +86,31 @@ impl Algorithm {
                     t.chunk, t.src
                 )));
             }
-            if parent[t.chunk][t.src].is_some() {
-                return Err(AlgorithmError(format!(
-                    "rank {} sends chunk {} twice",
-                    t.src, t.chunk
-                )));
-            }
-            parent[t.chunk][t.src] = Some((t.dst, t.step));
+            start[t.chunk + 1] += 1;
         }
-        for (c, par) in parent.iter().enumerate() {
+        for c in 0..total {
+            start[c + 1] += start[c];
+        }
+        let mut fill = start.clone();
+        let mut by_chunk = vec![0usize; self.transfers.len()];
+        for (i, t) in self.transfers.iter().enumerate() {
+            by_chunk[fill[t.chunk]] = i;
+            fill[t.chunk] += 1;
+        }
+        drop(fill);
+        let mut par: Vec<Option<(usize, usize)>> = vec![None; n];
+        for c in 0..total {
+            let mine = &by_chunk[start[c]..start[c + 1]];
+            for &i in mine {
+                let t = &self.transfers[i];
+                if par[t.src].is_some() {
+                    return Err(AlgorithmError(format!(
+                        "rank {} sends chunk {} twice",
+                        t.src, t.chunk
+                    )));
+                }
+                par[t.src] = Some((t.dst, t.step));
+            }
             let owner = self.spec.owner(c);
             for r in 0..n {
                 if r == owner {
@@ -113,6 +132,9 @@ impl Algorithm {
                 // No walk to the root is needed: steps strictly increase
                 // along parent edges, so following parents cannot cycle and
                 // must stop at the only rank without a parent, the owner.
+            }
+            for &i in mine {
+                par[self.transfers[i].src] = None;
             }
         }
         Ok(())

@@ -129,7 +129,6 @@ fn chunks_per_block(blocks: &[Block], total: usize) -> usize {
 
 /// Lower an Algorithm into a Program that fits `opts.runtime`'s limits.
 pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError> {
-    alg.check().map_err(|e| LowerError::Algorithm(e.0))?;
     if alg.spec.coll != Collective::ReduceScatter {
         return Err(LowerError::Algorithm(format!(
             "lowering supports reduce-scatter, not {}",
@@ -153,6 +152,9 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
     } else {
         steps
     };
+    // The tree check runs once the channel count is known to fit (it is
+    // O(transfers); a candidate that cannot fit fails fast without it).
+    let mut checked = false;
     loop {
         // Channels needed at this window, known before lowering.
         let need = alg.num_channels() * steps.div_ceil(window);
@@ -160,6 +162,10 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
             return Err(LowerError::Limits(format!(
                 "needs {need} channels (at most {MAX_CHANNELS}) to keep every threadblock within {max_steps} steps; use fewer logical channels (rings) or fewer chunks"
             )));
+        }
+        if !checked {
+            alg.check().map_err(|e| LowerError::Algorithm(e.0))?;
+            checked = true;
         }
         let prog = lower_with_window(alg, opts, window)?;
         let nch = prog.nchannels as usize;

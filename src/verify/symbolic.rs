@@ -168,23 +168,42 @@ struct Plan<'p> {
     p: &'p Program,
     /// (gi, ti, si) per global step id.
     loc: Vec<(u32, u32, u32)>,
-    /// For a receiving step: the global id of the step that sent to it.
-    pair_prev: Vec<u32>,
+    /// The fields execution reads, per global step id, packed: execution
+    /// visits steps in happens-before order, all over memory, and one
+    /// small record costs one cache miss where the Program's steps cost
+    /// three pointer hops.
+    steps: Vec<Instr>,
     /// Steps in execution order (each at its first event).
     order: Vec<u32>,
     idx: Index,
-    /// For a step with a dependency: the global id of its target.
-    dep_of: Vec<u32>,
-    /// For a sending step: where its message starts in the message arena
-    /// (one slot per chunk sent; `msg_total` in all).
-    msg_off: Vec<u32>,
+    /// Chunks in all messages (the arena's size; one slot per chunk sent).
     msg_total: usize,
-    /// For a `hasdep` step: its index among the snapshots of vector clocks.
-    snap_of: Vec<u32>,
+    /// `hasdep` steps (snapshots of vector clocks).
     nsnaps: usize,
 }
 
 const NONE: u32 = u32::MAX;
+
+/// A step as execution reads it, with everything resolved that execution
+/// would otherwise look up elsewhere.
+#[derive(Clone, Copy)]
+struct Instr {
+    kind: StepKind,
+    srcbuf: Buf,
+    dstbuf: Buf,
+    hasdep: bool,
+    cnt: i64,
+    srcoff: i64,
+    dstoff: i64,
+    /// Receiving steps: where the incoming message starts in the arena.
+    msg_in: u32,
+    /// Sending steps: where the outgoing message starts in the arena.
+    msg_out: u32,
+    /// Steps with a dependency: the target's snapshot (NONE if it has none).
+    dep_snap: u32,
+    /// `hasdep` steps: this step's snapshot.
+    snap: u32,
+}
 
 /// Build the event graph and an execution order.
 ///
@@ -228,9 +247,14 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
     };
     // Events: a step's first event, and its last (the same for one-event
     // steps; the next id for receive-then-send steps).
+    // Also: each sending step's offset in the message arena, and each
+    // hasdep step's snapshot index.
     let mut first = vec![0u32; total];
     let mut last = vec![0u32; total];
     let mut nodes = 0usize;
+    let mut msg_off = vec![NONE; total];
+    let mut snap_of = vec![NONE; total];
+    let (mut msg_total, mut nsnaps) = (0usize, 0usize);
     for (gid, s) in p
         .gpus
         .iter()
@@ -244,11 +268,26 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             1
         };
         last[gid] = nodes as u32 - 1;
+        if s.kind.sends() {
+            msg_off[gid] = msg_total.min(NONE as usize) as u32;
+            msg_total += s.cnt.max(0) as usize;
+        }
+        if s.hasdep {
+            snap_of[gid] = nsnaps as u32;
+            nsnaps += 1;
+        }
+    }
+    if msg_total >= NONE as usize {
+        return Err(VerifyError::new(
+            "size",
+            format!("{msg_total} chunks in messages is more than the verifier handles"),
+        ));
     }
     // Pairing (counts and cnt already checked by the structure pass): the
     // k-th send of a threadblock with the k-th receive of the peer's
     // threadblock on the same channel.
     let mut pair_prev = vec![NONE; total];
+    let mut msg_in = vec![NONE; total];
     for (gi, g) in p.gpus.iter().enumerate() {
         let a = g.id;
         for (ti, t) in g.tbs.iter().enumerate() {
@@ -266,8 +305,21 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             let rt = &p.gpus[gb].tbs[rti];
             let sends = t.steps.iter().enumerate().filter(|(_, s)| s.kind.sends());
             let recvs = rt.steps.iter().enumerate().filter(|(_, s)| s.kind.recvs());
-            for ((si, _), (ri, _)) in sends.zip(recvs) {
-                pair_prev[base[gb][rti] as usize + ri] = base[gi][ti] + si as u32;
+            for ((si, ss), (ri, rs)) in sends.zip(recvs) {
+                let (snd, rcv) = (base[gi][ti] as usize + si, base[gb][rti] as usize + ri);
+                if ss.cnt != rs.cnt && rs.kind != StepKind::Nop {
+                    return Err(VerifyError::new(
+                        "pairing",
+                        format!(
+                            "{}: receives {} chunks but {} were sent",
+                            here(rcv),
+                            rs.cnt,
+                            ss.cnt
+                        ),
+                    ));
+                }
+                pair_prev[rcv] = snd as u32;
+                msg_in[rcv] = msg_off[snd];
             }
         }
     }
@@ -375,36 +427,35 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             ),
         ));
     }
-    let mut msg_off = vec![NONE; total];
-    let mut snap_of = vec![NONE; total];
-    let (mut msg_total, mut nsnaps) = (0usize, 0usize);
-    for gid in 0..total {
-        let s = step_of(gid);
-        if s.kind.sends() {
-            msg_off[gid] = msg_total as u32;
-            msg_total += s.cnt.max(0) as usize;
-        }
-        if s.hasdep {
-            snap_of[gid] = nsnaps as u32;
-            nsnaps += 1;
-        }
-    }
-    if msg_total >= NONE as usize {
-        return Err(VerifyError::new(
-            "size",
-            format!("{msg_total} chunks in messages is more than the verifier handles"),
-        ));
-    }
+    let steps = p
+        .gpus
+        .iter()
+        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
+        .enumerate()
+        .map(|(gid, s)| Instr {
+            kind: s.kind,
+            srcbuf: s.srcbuf,
+            dstbuf: s.dstbuf,
+            hasdep: s.hasdep,
+            cnt: s.cnt,
+            srcoff: s.srcoff,
+            dstoff: s.dstoff,
+            msg_in: msg_in[gid],
+            msg_out: msg_off[gid],
+            dep_snap: match dep_of[gid] {
+                NONE => NONE,
+                d => snap_of[d as usize],
+            },
+            snap: snap_of[gid],
+        })
+        .collect();
     Ok(Plan {
         p,
         loc,
-        pair_prev,
+        steps,
         order,
         idx,
-        dep_of,
-        msg_off,
         msg_total,
-        snap_of,
         nsnaps,
     })
 }
@@ -491,14 +542,13 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
             let (gi, ti, si) = plan.loc[gid];
             let (gi, ti, si) = (gi as usize, ti as usize, si as usize);
             let g = &p.gpus[gi];
-            let st = &g.tbs[ti].steps[si];
+            let st = &plan.steps[gid];
             let here = || format!("{} in {} mode", at(p, g.id as usize, ti, si), mode.name());
             let rk = &mut ranks[gi];
             let t = rk.t;
             // Happens-before: program order plus the dependency.
-            let dep = plan.dep_of[gid];
-            if dep != NONE && plan.snap_of[dep as usize] != NONE {
-                let snap = &snaps[plan.snap_of[dep as usize] as usize];
+            if st.dep_snap != NONE {
+                let snap = &snaps[st.dep_snap as usize];
                 for (x, y) in rk.vc[ti * t..(ti + 1) * t].iter_mut().zip(snap) {
                     *x = (*x).max(*y);
                 }
@@ -509,21 +559,8 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
             } else {
                 st.cnt as usize
             };
-            let msg_in = if st.kind.recvs() {
-                let snd = plan.pair_prev[gid] as usize;
-                let (sg, stt, ss) = plan.loc[snd];
-                let sent = p.gpus[sg as usize].tbs[stt as usize].steps[ss as usize].cnt as usize;
-                if sent != cnt {
-                    return Err(VerifyError::new(
-                        "pairing",
-                        format!("{}: receives {} chunks but {} were sent", here(), cnt, sent),
-                    ));
-                }
-                plan.msg_off[snd] as usize
-            } else {
-                0
-            };
-            let msg_out = plan.msg_off[gid] as usize;
+            // Pairing and equal counts were checked by `plan`.
+            let (msg_in, msg_out) = (st.msg_in as usize, st.msg_out as usize);
             #[allow(clippy::needless_range_loop)]
             for j in 0..cnt {
                 let src =
@@ -597,7 +634,7 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
                 }
             }
             if st.hasdep {
-                snaps[plan.snap_of[gid] as usize] = rk.vc[ti * t..(ti + 1) * t].to_vec();
+                snaps[st.snap as usize] = rk.vc[ti * t..(ti + 1) * t].to_vec();
             }
         }
     }
