@@ -385,6 +385,45 @@ impl LatencyTerms {
     }
 }
 
+/// synthesis.md §5.3's α-aware figure as written: max over ranks s ≠ d of
+/// the cheapest path s → d when every link on it costs α_e + (S/N)/b_e —
+/// one whole shard stored and forwarded hop by hop, µs.
+///
+/// **Not a lower bound** for schedules that split or pipeline a shard: at
+/// large sizes the bidirectional ring reduce-scatter on ring8 beats it
+/// (docs/cost-model.md §2). It is the natural target at small sizes, where a
+/// shard moves as one message per hop, and `benches/synth_goals.rs` reports
+/// the ratio to it beside the ratio to the valid bound
+/// ([`LatencyTerms::bound_us`]).
+pub fn store_forward_shard_us(topo: &Topology, size_bytes: u64) -> Result<f64, BoundError> {
+    let nr = topo.num_ranks();
+    if nr < 2 {
+        return Err(BoundError::TooFewRanks(nr));
+    }
+    let shard = size_bytes as f64 / nr as f64;
+    let g = &topo.graph;
+    let mut worst = 0.0f64;
+    for s in 0..nr {
+        let dist = dijkstra(topo, s, |l| {
+            l.alpha_us.max(0.0) + shard / (l.capacity_gbps().max(1e-12) * 1e3)
+        });
+        for (d, &dn) in topo.ranks.iter().enumerate() {
+            if d == s {
+                continue;
+            }
+            let t = dist[dn.index()];
+            if !t.is_finite() {
+                return Err(BoundError::Unreachable {
+                    from: g[topo.ranks[s]].id.clone(),
+                    to: g[dn].id.clone(),
+                });
+            }
+            worst = worst.max(t);
+        }
+    }
+    Ok(worst)
+}
+
 /// The shard-path term of the α-aware bound ([`LatencyTerms::shard_path_us`]).
 pub fn shard_path_bound_us(topo: &Topology, size_bytes: u64) -> Result<f64, BoundError> {
     Ok(latency_terms(topo)?.shard_path_us(size_bytes))

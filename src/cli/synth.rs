@@ -44,7 +44,7 @@ pub struct SynthArgs {
     #[arg(long, value_enum, default_value = "reduce-scatter")]
     pub op: Op,
     /// Synthesizer: auto (score every applicable one in the simulator and
-    /// pick per size), ring, direct, hier, mix, sccl.
+    /// pick per size), ring, direct, tree, hier, mix, sccl.
     #[arg(long, default_value = "auto")]
     pub algo: String,
     /// Sizes (bytes per rank, nccl-tests' S) that `auto` scores, e.g. 1K:4G.
@@ -79,7 +79,7 @@ pub fn run(a: SynthArgs) -> CliResult {
     let topo = front::load_topology(&a.topo).map_err(CliError::input)?;
     let algo = Algo::parse(&a.algo).ok_or_else(|| {
         CliError::input(format!(
-            "unknown --algo \"{}\" (known: auto, ring, direct, hier, mix, sccl)",
+            "unknown --algo \"{}\" (known: auto, ring, direct, tree, hier, mix, sccl)",
             a.algo
         ))
     })?;

@@ -8,6 +8,7 @@ pub mod hier;
 pub mod mix;
 pub mod ring;
 pub mod sccl;
+pub mod tree;
 
 use crate::ir::{Algorithm, Spec, Topology};
 use std::fmt;
@@ -21,6 +22,8 @@ pub enum Algo {
     Ring,
     /// All-pairs: every rank sends straight to each owner.
     Direct,
+    /// Fewest-hop reduction trees (topologies with non-neighbour ranks).
+    Tree,
     /// Hierarchical, NIC-aware (several hosts).
     Hier,
     /// LP mixture of tree families (bandwidth-optimal within them).
@@ -30,10 +33,11 @@ pub enum Algo {
 }
 
 impl Algo {
-    pub const ALL: [Algo; 6] = [
+    pub const ALL: [Algo; 7] = [
         Algo::Auto,
         Algo::Ring,
         Algo::Direct,
+        Algo::Tree,
         Algo::Hier,
         Algo::Mix,
         Algo::Sccl,
@@ -46,6 +50,7 @@ impl Algo {
             Algo::Auto => "auto",
             Algo::Ring => "ring",
             Algo::Direct => "direct",
+            Algo::Tree => "tree",
             Algo::Hier => "hier",
             Algo::Mix => "mix",
             Algo::Sccl => "sccl",
@@ -150,6 +155,22 @@ pub fn candidates(
                 r = r.div_ceil(2);
             }
             Ok(out)
+        }
+        Algo::Tree => {
+            if !tree::applies(topo) {
+                return Err(SynthError(format!(
+                    "--algo tree: every pair of ranks of {} is direct neighbours, so the trees are the direct schedule",
+                    topo.name
+                )));
+            }
+            let a = tree::tree_algorithm(Spec::reduce_scatter(n, o.chunks.unwrap_or(1)), topo)
+                .ok_or_else(|| {
+                    SynthError(format!(
+                        "--algo tree: some rank of {} reaches an owner only through non-GPU paths the hop graph lacks",
+                        topo.name
+                    ))
+                })?;
+            Ok(built(vec![a]))
         }
         Algo::Direct => Ok(built(vec![direct::direct_algorithm(Spec::reduce_scatter(
             n,
