@@ -124,3 +124,40 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
         transfers,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::generate::{generate, GenParams};
+
+    /// The ordering rules of docs/algorithms.md: per chunk, rail transfers
+    /// come after every intra-host transfer, and a host's intra-host
+    /// transfers follow the aggregator's rail order q (own host's shard last).
+    #[test]
+    fn rail_order_and_owner_order() {
+        let topo = generate(
+            "dgx-a100",
+            &GenParams {
+                hosts: Some(4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let hs = hosts(&topo).unwrap();
+        let (nh, g) = (hs.len(), hs[0].len());
+        let a = hier_algorithm(Spec::reduce_scatter(nh * g, 1), &hs, 0);
+        a.check().unwrap();
+        let host = |r: usize| hs.iter().position(|m| m.contains(&r)).unwrap();
+        for t in &a.transfers {
+            let (hs_, hd) = (host(t.src), host(t.dst));
+            let ho = host(t.chunk);
+            if hs_ != hd {
+                // Rail: after every intra-host step, in rail order q.
+                assert_eq!(t.step, nh * g + (ho + nh - hs_ - 1) % nh, "{t:?}");
+            } else {
+                let q = (ho + nh - hs_ - 1) % nh;
+                assert!(t.step > q * g && t.step < (q + 1) * g, "{t:?}");
+            }
+        }
+    }
+}
