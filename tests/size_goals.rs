@@ -35,11 +35,13 @@ fn shipped_schedules_reach_the_bound_at_1_gib() {
     assert_eq!(checked, 9);
 }
 
-/// Issue 4's small-message goal: on every single-host shipped topology,
-/// `auto`'s choice at 1–64 KiB is within 1.1 × the α-aware figure — the
-/// larger of rscc's valid bound and synthesis.md §5.3's store-and-forward
-/// shard path (docs/benchmarks.md explains why both are reported) — and on
-/// the switched and fully connected machines within 1.001 × the valid bound.
+/// Small messages, as a regression guard: on every single-host shipped
+/// topology `auto`'s choice at 1–64 KiB never beats rscc's valid α-aware
+/// bound; on the switched and fully connected machines it meets that bound
+/// (within 0.1 %); on the multi-hop ones (ring8, DGX-1), where the valid
+/// bound is loose, it stays within 1.1 × the larger of it and synthesis.md
+/// §5.3's store-and-forward figure (docs/benchmarks.md reports both ratios;
+/// issue 4's goal against a valid bound is not shown there).
 #[test]
 fn small_messages_near_the_alpha_aware_figure_on_single_hosts() {
     use rscc::compile::{self, CompileOptions};
