@@ -1,6 +1,6 @@
 //! Issue 4's size goals as regression tests. Large messages: every shipped
 //! schedule (schedules/, the `auto` pick for its topology) simulates within
-//! 1.03 × the cut bound T* at 1 GiB.
+//! 1.03 × the cut bound T* at 1 GiB. Small messages: see the second test.
 
 use rscc::bound;
 use rscc::ir::Collective;
