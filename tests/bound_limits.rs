@@ -1,6 +1,8 @@
 //! The computed limits of synthesis.md §6, reproduced exactly, on topologies
 //! built here (independent of the shipped generators).
 
+mod common;
+
 use petgraph::graph::{DiGraph, NodeIndex};
 use rscc::bound::{self, BoundError};
 use rscc::front::hosts::{replicate_hosts, RailParams};
@@ -483,18 +485,9 @@ fn alpha_min_plus_bandwidth_term() {
 #[test]
 fn alpha_bound_is_below_every_shipped_schedule() {
     let mut checked = 0;
-    for e in std::fs::read_dir("topologies").unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
-        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        let topo = rscc::front::load_topology(&path).unwrap();
+    for (stem, topo, shipped) in common::shipped() {
         let b = bound::bandwidth_bound(&topo, RS).unwrap();
         let lat = bound::latency_terms(&topo).unwrap();
-        let xml = format!("schedules/{stem}-rs.xml");
-        let text = std::fs::read_to_string(&xml).unwrap();
-        let shipped = rscc::front::msccl_xml::parse(&text, &xml).unwrap();
         let ring = rscc::sim::programs::ring_reduce_scatter(topo.num_ranks()).unwrap();
         for prog in [&shipped, &ring] {
             for k in 0..8 {

@@ -2,6 +2,8 @@
 //! schedule (schedules/, the `auto` pick for its topology) simulates within
 //! 1.03 × the cut bound T* at 1 GiB. Small messages: see the second test.
 
+mod common;
+
 use rscc::bound;
 use rscc::ir::Collective;
 use rscc::sim::{simulate, SimOptions};
@@ -9,16 +11,7 @@ use rscc::sim::{simulate, SimOptions};
 #[test]
 fn shipped_schedules_reach_the_bound_at_1_gib() {
     let mut checked = 0;
-    for e in std::fs::read_dir("topologies").unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
-        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        let topo = rscc::front::load_topology(&path).unwrap();
-        let xml = format!("schedules/{stem}-rs.xml");
-        let text = std::fs::read_to_string(&xml).unwrap();
-        let prog = rscc::front::msccl_xml::parse(&text, &xml).unwrap();
+    for (stem, topo, prog) in common::shipped() {
         let b = bound::bandwidth_bound(&topo, Collective::ReduceScatter).unwrap();
         let s = 1u64 << 30;
         let t = simulate(&prog, &topo, s, &SimOptions::default())
@@ -47,12 +40,7 @@ fn small_messages_near_the_alpha_aware_figure_on_single_hosts() {
     use rscc::compile::{self, CompileOptions};
     let sizes: Vec<u64> = vec![1 << 10, 4 << 10, 16 << 10, 64 << 10];
     let mut checked = 0;
-    for e in std::fs::read_dir("topologies").unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_none_or(|x| x != "json") {
-            continue;
-        }
-        let topo = rscc::front::load_topology(&path).unwrap();
+    for (_, topo, _) in common::shipped() {
         if topo.num_hosts() > 1 {
             continue;
         }

@@ -1169,16 +1169,7 @@ mod tests {
     use super::*;
 
     fn dgx1() -> UnitTopology {
-        let m = [
-            [0, 2, 1, 1, 2, 0, 0, 0],
-            [2, 0, 1, 2, 0, 1, 0, 0],
-            [1, 1, 0, 2, 0, 0, 2, 0],
-            [1, 2, 2, 0, 0, 0, 0, 1],
-            [2, 0, 0, 0, 0, 2, 1, 1],
-            [0, 1, 0, 0, 2, 0, 1, 2],
-            [0, 0, 2, 0, 1, 1, 0, 2],
-            [0, 0, 0, 1, 1, 2, 2, 0],
-        ];
+        let m = crate::front::generate::DGX1_NVLINKS;
         UnitTopology::new("dgx1", m.iter().map(|r| r.to_vec()).collect()).unwrap()
     }
 

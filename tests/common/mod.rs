@@ -1,8 +1,9 @@
-//! Test helpers: small topologies built in code.
+//! Test helpers: small topologies built in code, and the shipped
+//! topologies with their committed schedules.
 #![allow(dead_code)]
 
 use rscc::front::topo_json;
-use rscc::ir::Topology;
+use rscc::ir::{Program, Topology};
 
 /// N GPUs; `edges` are duplex direct links (a, b, count) at 25 GB/s, α 1 µs.
 pub fn gpus_with_links(name: &str, n: usize, edges: &[(usize, usize, u32)]) -> Topology {
@@ -52,23 +53,36 @@ pub fn switch(n: usize, bw: f64) -> Topology {
 
 /// DGX-1 hybrid cube-mesh (tools' numbering, synthesis.md §4.1).
 pub fn dgx1() -> Topology {
-    let m = [
-        [0, 2, 1, 1, 2, 0, 0, 0],
-        [2, 0, 1, 2, 0, 1, 0, 0],
-        [1, 1, 0, 2, 0, 0, 2, 0],
-        [1, 2, 2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2, 1, 1],
-        [0, 1, 0, 0, 2, 0, 1, 2],
-        [0, 0, 2, 0, 1, 1, 0, 2],
-        [0, 0, 0, 1, 1, 2, 2, 0],
-    ];
+    let m = rscc::front::generate::DGX1_NVLINKS;
     let mut e = Vec::new();
     for (a, row) in m.iter().enumerate() {
         for (b, &c) in row.iter().enumerate() {
             if a < b && c > 0 {
-                e.push((a, b, c as u32));
+                e.push((a, b, c));
             }
         }
     }
     gpus_with_links("dgx1", 8, &e)
+}
+
+/// Every shipped topology (topologies/*.json, sorted by name) with its
+/// committed schedule (schedules/<stem>-rs.xml) and the file stem.
+pub fn shipped() -> Vec<(String, Topology, Program)> {
+    let mut paths: Vec<_> = std::fs::read_dir("topologies")
+        .expect("run from the repository root")
+        .map(|e| e.expect("readable directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| {
+            let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+            let topo = rscc::front::load_topology(&path).expect("shipped topology");
+            let xml = format!("schedules/{stem}-rs.xml");
+            let text = std::fs::read_to_string(&xml).expect("shipped schedule");
+            let prog = rscc::front::msccl_xml::parse(&text, &xml).expect("valid schedule");
+            (stem, topo, prog)
+        })
+        .collect()
 }
