@@ -106,7 +106,7 @@ impl fmt::Display for RedOp {
 }
 
 /// An element type. Integer arithmetic wraps (as on the GPU).
-pub trait Elem: Copy + Send + Sync + Default + PartialEq + 'static {
+pub trait Elem: Copy + Send + Sync + Default + PartialOrd + 'static {
     const DTYPE: DType;
     /// True for floating-point types (checked with a tolerance).
     const FLOAT: bool;
@@ -114,8 +114,24 @@ pub trait Elem: Copy + Send + Sync + Default + PartialEq + 'static {
     const EPS: f64;
     fn add(a: Self, b: Self) -> Self;
     fn mul(a: Self, b: Self) -> Self;
-    fn max(a: Self, b: Self) -> Self;
-    fn min(a: Self, b: Self) -> Self;
+    /// The larger (NaN-free inputs; `b` on ties or NaN).
+    #[inline(always)]
+    fn max(a: Self, b: Self) -> Self {
+        if a > b {
+            a
+        } else {
+            b
+        }
+    }
+    /// The smaller (`b` on ties or NaN).
+    #[inline(always)]
+    fn min(a: Self, b: Self) -> Self {
+        if a < b {
+            a
+        } else {
+            b
+        }
+    }
     fn to_f64(self) -> f64;
     /// Value of an integer-valued pattern `v` (small, exact in every type).
     fn from_pattern(v: i64) -> Self;
@@ -136,22 +152,6 @@ macro_rules! float_elem {
             #[inline(always)]
             fn mul(a: Self, b: Self) -> Self {
                 a * b
-            }
-            #[inline(always)]
-            fn max(a: Self, b: Self) -> Self {
-                if a > b {
-                    a
-                } else {
-                    b
-                }
-            }
-            #[inline(always)]
-            fn min(a: Self, b: Self) -> Self {
-                if a < b {
-                    a
-                } else {
-                    b
-                }
             }
             #[inline(always)]
             fn to_f64(self) -> f64 {
@@ -193,22 +193,6 @@ macro_rules! int_elem {
             #[inline(always)]
             fn mul(a: Self, b: Self) -> Self {
                 a.wrapping_mul(b)
-            }
-            #[inline(always)]
-            fn max(a: Self, b: Self) -> Self {
-                if a > b {
-                    a
-                } else {
-                    b
-                }
-            }
-            #[inline(always)]
-            fn min(a: Self, b: Self) -> Self {
-                if a < b {
-                    a
-                } else {
-                    b
-                }
             }
             #[inline(always)]
             fn to_f64(self) -> f64 {

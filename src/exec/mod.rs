@@ -102,6 +102,45 @@ pub struct SizeResult {
     pub wrong_chunks: Vec<WrongChunk>,
 }
 
+impl SizeResult {
+    /// One row from the measured time per iteration, with nccl-tests'
+    /// definitions (algbw = S/t, busbw = algbw·(N−1)/N) and the reference
+    /// check's outcome (None when not checked). Both backends report
+    /// through it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn measured(
+        size_bytes: u64,
+        requested_bytes: u64,
+        count: u64,
+        secs: f64,
+        n: usize,
+        membw: Option<f64>,
+        checked: Option<(u64, Vec<WrongChunk>)>,
+    ) -> Self {
+        let algbw = if secs > 0.0 {
+            size_bytes as f64 / secs / 1e9
+        } else {
+            0.0
+        };
+        let (wrong, wrong_chunks) = match checked {
+            Some((w, v)) => (Some(w), v),
+            None => (None, Vec::new()),
+        };
+        SizeResult {
+            size_bytes,
+            requested_bytes,
+            count,
+            time_us: secs * 1e6,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * (n as f64 - 1.0) / n as f64,
+            membw_frac: membw.map(|b| (n as f64 + 1.0) * algbw / b),
+            correct: wrong.map(|w| w == 0),
+            wrong,
+            wrong_chunks,
+        }
+    }
+}
+
 /// A whole run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
@@ -306,27 +345,15 @@ fn run_typed<T: Elem, O: Op<T>>(
         })?;
         let secs = times.secs.last().copied().unwrap_or(0.0) / opts.iters as f64;
         let size_bytes = (count * n * esz) as u64;
-        let algbw = if secs > 0.0 {
-            size_bytes as f64 / secs / 1e9
-        } else {
-            0.0
-        };
-        let (wrong, wrong_chunks) = match checked {
-            Some((w, v)) => (Some(w), v),
-            None => (None, Vec::new()),
-        };
-        rows.push(SizeResult {
+        rows.push(SizeResult::measured(
             size_bytes,
-            requested_bytes: req,
-            count: count as u64,
-            time_us: secs * 1e6,
-            algbw_gbps: algbw,
-            busbw_gbps: algbw * (n as f64 - 1.0) / n as f64,
-            membw_frac: membw.map(|b| (n as f64 + 1.0) * algbw / b),
-            correct: wrong.map(|w| w == 0),
-            wrong,
-            wrong_chunks,
-        });
+            req,
+            count as u64,
+            secs,
+            n,
+            membw,
+            checked,
+        ));
     }
     Ok(rows)
 }

@@ -777,27 +777,9 @@ fn run_typed<T: Raw, O: Op<T>>(
         }
         let secs = ms * 1e-3 / opts.iters as f64;
         let size_bytes = count * n as u64 * esz;
-        let algbw = if secs > 0.0 {
-            size_bytes as f64 / secs / 1e9
-        } else {
-            0.0
-        };
-        let (w, wc) = match wrong {
-            Some((w, v)) => (Some(w), v),
-            None => (None, Vec::new()),
-        };
-        rows.push(SizeResult {
-            size_bytes,
-            requested_bytes: req,
-            count,
-            time_us: secs * 1e6,
-            algbw_gbps: algbw,
-            busbw_gbps: algbw * (n as f64 - 1.0) / n as f64,
-            membw_frac: membw.map(|b| (n as f64 + 1.0) * algbw / b),
-            correct: w.map(|x| x == 0),
-            wrong: w,
-            wrong_chunks: wc,
-        });
+        rows.push(super::SizeResult::measured(
+            size_bytes, req, count, secs, n, membw, wrong,
+        ));
     }
     drop((fifo_mem, fifo_ctrl_mem, tabs, arena_mem));
     Ok((rows, membw, threads as usize))
