@@ -64,3 +64,29 @@ fn absurd_chunk_counts_are_refused_before_any_work() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("int16"));
 }
+
+/// Lowering's order rules out deadlock only with unbounded connection
+/// buffers (docs/architecture.md "Lowering"): per-chunk trees that differ
+/// between a shard's chunks, all squeezed onto channel 0, put two messages
+/// of one step on one connection, and the ring of such threadblocks waits
+/// for buffer room forever. The verifier (one-message FIFO) and the
+/// simulator (two) must both say so — this is why `compile` verifies and
+/// why `tree` gives every class its own channel.
+#[test]
+fn bounded_buffer_deadlock_is_caught_not_emitted() {
+    use rscc::front::generate::{generate, GenParams};
+    use rscc::ir::Spec;
+    let topo = generate("ring", &GenParams::default()).unwrap();
+    let mut a = rscc::synth::tree::tree_algorithm(Spec::reduce_scatter(8, 3), &topo).unwrap();
+    a.check().unwrap();
+    let fine = rscc::lower::lower(&a, &Default::default()).unwrap();
+    rscc::verify::verify(&fine, &Default::default()).unwrap();
+    for t in &mut a.transfers {
+        t.channel = 0;
+    }
+    let p = rscc::lower::lower(&a, &Default::default()).unwrap();
+    let e = rscc::verify::verify(&p, &Default::default()).unwrap_err();
+    assert_eq!(e.rule, "deadlock", "{e:?}");
+    let s = rscc::sim::simulate(&p, &topo, 1 << 16, &Default::default());
+    assert!(matches!(s, Err(rscc::sim::SimError::Deadlock(_))), "{s:?}");
+}

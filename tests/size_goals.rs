@@ -31,10 +31,11 @@ fn shipped_schedules_reach_the_bound_at_1_gib() {
 /// Small messages, as a regression guard: on every single-host shipped
 /// topology `auto`'s choice at 1–64 KiB never beats rscc's valid α-aware
 /// bound; on the switched and fully connected machines it meets that bound
-/// (within 0.1 %); on the multi-hop ones (ring8, DGX-1), where the valid
-/// bound is loose, it stays within 1.1 × the larger of it and synthesis.md
-/// §5.3's store-and-forward figure (docs/benchmarks.md reports both ratios;
-/// issue 4's goal against a valid bound is not shown there).
+/// (within 0.1 %); on the multi-hop ones (ring8, DGX-1) it is within 1.1 ×
+/// that bound up to 16 KiB, and at every size within 1.1 × the larger of
+/// it and synthesis.md §5.3's store-and-forward figure (docs/benchmarks.md
+/// reports both ratios; at 32–64 KiB issue 4's goal against a valid bound
+/// is not shown there).
 #[test]
 fn small_messages_near_the_alpha_aware_figure_on_single_hosts() {
     use rscc::compile::{self, CompileOptions};
@@ -68,6 +69,8 @@ fn small_messages_near_the_alpha_aware_figure_on_single_hosts() {
             );
             if !multi_hop {
                 assert!(t <= 1.001 * lb, "{} at {s} B: {t} us vs {lb}", topo.name);
+            } else if s <= 16 << 10 {
+                assert!(t <= 1.1 * lb, "{} at {s} B: {t} us vs {lb}", topo.name);
             }
             checked += 1;
         }

@@ -14,11 +14,15 @@
 //!    receive and send peers paired where a chain receives from one and
 //!    sends to the other, and each threadblock's steps are sorted by key.
 //!    Both ends of every connection therefore list its transfers in the same
-//!    (step, chunk) order. Every happens-before edge goes to a later step,
-//!    or stays within a step and goes to a larger chunk (a receive is never
-//!    followed by a send of the same step in one threadblock), so the
-//!    result cannot deadlock; and a receive at step s is adjacent to the send
-//!    of the same accumulator at step s+1, so a ring fuses into `rrs`;
+//!    (step, chunk) order. Every data or program-order edge goes to a later
+//!    step, or stays within a step and goes to a larger chunk (a receive is
+//!    never followed by a send of the same step in one threadblock), so the
+//!    result cannot deadlock with unbounded connection buffers. With
+//!    bounded ones it can, when a threadblock sends two messages of one
+//!    step on one connection (docs/architecture.md "Lowering"); the
+//!    verifier catches that, so `compile` never emits it. A receive at
+//!    step s is adjacent to the send of the same accumulator at step s+1,
+//!    so a ring fuses into `rrs`;
 //! 4. a receive followed in the same threadblock by the send of the same
 //!    accumulator fuses into `rrs`;
 //! 5. operations of one chain in different threadblocks get a `depid/deps`

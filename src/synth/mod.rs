@@ -163,14 +163,23 @@ pub fn candidates(
                     topo.name
                 )));
             }
-            let a = tree::tree_algorithm(Spec::reduce_scatter(n, o.chunks.unwrap_or(1)), topo)
-                .ok_or_else(|| {
+            // The default class count first, one class as the fallback
+            // when that exceeds the runtime's limits.
+            let mut ks = vec![o.chunks.unwrap_or_else(|| tree::default_classes(topo))];
+            if o.chunks.is_none() && ks[0] > 1 {
+                ks.push(1);
+            }
+            let mut out = Vec::new();
+            for k in ks {
+                let a = tree::tree_algorithm(Spec::reduce_scatter(n, k), topo).ok_or_else(|| {
                     SynthError(format!(
                         "--algo tree: some rank of {} reaches an owner only through non-GPU paths the hop graph lacks",
                         topo.name
                     ))
                 })?;
-            Ok(built(vec![a]))
+                out.push(a);
+            }
+            Ok(built(out))
         }
         Algo::Direct => Ok(built(vec![direct::direct_algorithm(Spec::reduce_scatter(
             n,

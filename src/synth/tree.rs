@@ -9,25 +9,39 @@
 //! transfer crosses exactly one GPU-to-GPU hop, each shard moves N − 1
 //! times in all, and the tree has as many levels as the owner's
 //! eccentricity (the step bound of `bound::min_steps` for the worst
-//! shard). Among candidate parents the least-loaded link (transfers so far
-//! on the directed pair, over all shards) wins, ties to the lower rank.
-//! Rank u at distance k sends at step D − k, D the deepest level over all
-//! shards, so children always send before their parent.
+//! shard). Rank u at distance k sends at step D − k, D the deepest level
+//! over all shards, so children always send before their parent.
+//!
+//! A shard is split into tree *classes* (chunks), each with its own trees
+//! and channel, so an owner's ingress links all carry last hops at once
+//! (on DGX-1 the far ranks' partial sums reach the owner through several
+//! relays in parallel instead of one). See [`tree_algorithm`].
 
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
 use std::collections::VecDeque;
 
-/// The latency-tree algorithm, or None when some rank cannot reach an
-/// owner through direct neighbours.
+/// The latency-tree algorithm with `spec.chunks` tree classes, or None
+/// when some rank cannot reach an owner through direct neighbours.
+///
+/// Chunk j of every shard belongs to class j and gets its own trees: per
+/// class, owner and rank (farthest first) the parent is the candidate
+/// whose directed pair carries the least load *at that level* relative to
+/// its capacity (ties to the lower rank), preferring pairs not yet used at
+/// that level in the class. Class j runs on logical channel j, so classes
+/// move in parallel threadblocks and share the links (max-min fair) rather
+/// than queue behind one another; the m-th message a class puts on one
+/// directed pair at one level goes to channel j + m·k (k classes), so no
+/// channel carries two messages of one level on one connection.
 pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
     let n = spec.ranks;
-    // into[v]: ranks that reach v in one hop.
+    let k = spec.chunks;
+    // into[v]: ranks that reach v in one hop; cap[u·n+v]: that hop's width.
     let mut into: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut is_nbr = vec![false; n * n];
+    let mut cap = vec![0.0f64; n * n];
     for u in 0..n {
-        for (v, _) in topo.direct_neighbours(u) {
-            if v != u && !is_nbr[u * n + v] {
-                is_nbr[u * n + v] = true;
+        for (v, b) in topo.direct_neighbours(u) {
+            if v != u && cap[u * n + v] == 0.0 {
+                cap[u * n + v] = if b > 0.0 { b } else { f64::MIN_POSITIVE };
                 into[v].push(u);
             }
         }
@@ -54,31 +68,37 @@ pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
         }
     }
     let depth = dist.iter().copied().max().unwrap_or(0);
-    let mut load = vec![0usize; n * n];
+    // load[(level·n + u)·n + v]: chunks on u → v at that level, all classes.
+    let mut load = vec![0usize; (depth + 1) * n * n];
+    // uses[(level·n + u)·n + v]: messages of the current class there.
+    let mut uses = vec![0usize; (depth + 1) * n * n];
     let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
-    for o in 0..n {
-        let d = &dist[o * n..(o + 1) * n];
-        // Parents, farthest ranks first so deeper levels are balanced first.
-        let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
-        order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
-        let mut parent = vec![usize::MAX; n];
-        for &u in &order {
-            let p = (0..n)
-                .filter(|&v| is_nbr[u * n + v] && d[v] + 1 == d[u])
-                .min_by_key(|&v| (load[u * n + v], v))?;
-            parent[u] = p;
-            load[u * n + p] += spec.chunks;
-        }
-        for j in 0..spec.chunks {
-            let chunk = o * spec.chunks + j;
+    for j in 0..k {
+        uses.iter_mut().for_each(|x| *x = 0);
+        for o in 0..n {
+            let d = &dist[o * n..(o + 1) * n];
+            let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
+            order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
             for &u in &order {
+                let step = depth - d[u];
+                let at = |v: usize| (step * n + u) * n + v;
+                let p = (0..n)
+                    .filter(|&v| cap[u * n + v] > 0.0 && d[v] + 1 == d[u])
+                    .min_by(|&a, &b| {
+                        let key = |v: usize| (uses[at(v)], load[at(v)] as f64 / cap[u * n + v]);
+                        let (ua, la) = key(a);
+                        let (ub, lb) = key(b);
+                        ua.cmp(&ub).then(la.total_cmp(&lb)).then(a.cmp(&b))
+                    })?;
                 transfers.push(Transfer {
-                    step: depth - d[u],
-                    chunk,
+                    step,
+                    chunk: o * k + j,
                     src: u,
-                    dst: parent[u],
-                    channel: 0,
+                    dst: p,
+                    channel: j + uses[at(p)] * k,
                 });
+                uses[at(p)] += 1;
+                load[at(p)] += 1;
             }
         }
     }
@@ -88,6 +108,34 @@ pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
         transfers,
     })
 }
+
+/// Tree classes `tree` uses by default: enough that every unit of an
+/// owner's ingress can carry a class's last hop — the largest, over ranks,
+/// of the capacity of the links into it (`Topology::gpu_bandwidth`) over
+/// its narrowest direct-neighbour hop (DGX-1: 6 NVLinks; a bidirectional
+/// ring: 2; one switch port: 1), at most [`MAX_TREE_CLASSES`].
+pub fn default_classes(topo: &Topology) -> usize {
+    let n = topo.num_ranks();
+    let mut narrowest = vec![f64::INFINITY; n];
+    for u in 0..n {
+        for (v, b) in topo.direct_neighbours(u) {
+            if v != u && b > 0.0 {
+                narrowest[v] = narrowest[v].min(b);
+            }
+        }
+    }
+    let mut best = 1usize;
+    for (d, &w) in narrowest.iter().enumerate() {
+        let b_in = topo.gpu_bandwidth(d).1;
+        if w.is_finite() && b_in > 0.0 {
+            best = best.max((b_in / w).round() as usize);
+        }
+    }
+    best.clamp(1, MAX_TREE_CLASSES)
+}
+
+/// Most tree classes (channels) `tree` uses by default.
+pub const MAX_TREE_CLASSES: usize = 8;
 
 /// Whether latency trees differ from the direct schedule: some pair of
 /// ranks is not direct neighbours.
@@ -127,6 +175,57 @@ mod tests {
         let a = tree_algorithm(Spec::reduce_scatter(8, 2), &topo).unwrap();
         a.check().unwrap();
         assert_eq!(a.num_steps(), 2);
+    }
+
+    #[test]
+    fn classes_spread_last_hops_over_the_ingress() {
+        let topo = generate("dgx1-v100", &GenParams::default()).unwrap();
+        let k = default_classes(&topo);
+        assert_eq!(k, 6, "6 NVLinks into every DGX-1 GPU");
+        let a = tree_algorithm(Spec::reduce_scatter(8, k), &topo).unwrap();
+        a.check().unwrap();
+        assert_eq!(a.num_steps(), 2);
+        // No channel carries two messages of one step on one connection.
+        let mut seen = std::collections::HashSet::new();
+        for t in &a.transfers {
+            assert!(seen.insert((t.channel, t.step, t.src, t.dst)), "{t:?}");
+        }
+        // Every owner takes its last hops from all four neighbours, and
+        // its doubly linked neighbours carry more of them.
+        for o in 0..8 {
+            let mut from = [0usize; 8];
+            for t in a.transfers.iter().filter(|t| t.dst == o && t.step == 1) {
+                from[t.src] += 1;
+            }
+            let nbrs: Vec<usize> = (0..8).filter(|&u| from[u] > 0).collect();
+            assert_eq!(nbrs.len(), 4, "owner {o}: {from:?}");
+        }
+    }
+
+    #[test]
+    fn ring_classes_take_both_directions() {
+        let topo = generate("ring", &GenParams::default()).unwrap();
+        assert_eq!(default_classes(&topo), 2);
+        let a = tree_algorithm(Spec::reduce_scatter(8, 2), &topo).unwrap();
+        a.check().unwrap();
+        // The opposite rank's partial sum goes one way in one class and
+        // the other way in the other.
+        for o in 0..8 {
+            let far = (o + 4) % 8;
+            let dirs: std::collections::BTreeSet<usize> = a
+                .transfers
+                .iter()
+                .filter(|t| t.src == far && t.chunk / 2 == o)
+                .map(|t| (t.dst + 8 - far) % 8)
+                .collect();
+            assert_eq!(dirs, [1, 7].into_iter().collect(), "owner {o}");
+        }
+    }
+
+    #[test]
+    fn one_class_on_a_switch() {
+        let topo = generate("dgx-h100", &GenParams::default()).unwrap();
+        assert_eq!(default_classes(&topo), 1);
     }
 
     #[test]
