@@ -506,3 +506,44 @@ fn alpha_bound_is_below_every_shipped_schedule() {
     }
     assert!(checked >= 9 * 2 * 8, "{checked}");
 }
+
+/// The per-link shard-path term on DGX-1 (25 GB/s per NVLink, α 0.7): GPU 6
+/// is two hops from GPU 1, and the only neighbours of 1 that lie on a
+/// cheapest path from 6 are 2 and 5, one NVLink each. So 6's share of
+/// rank 1's shard (S/8 bytes) enters 1 after 1.4 µs at 50 GB/s at most —
+/// though 1 takes in 150 GB/s over its six links:
+/// 1.4 + 8192 / 50e3 = 1.56384 µs at 64 KiB. Every synthesizer's schedule
+/// simulates at or above it at every size.
+#[test]
+fn per_link_shard_path_on_dgx1() {
+    let topo = rscc::front::generate::generate("dgx1-v100", &Default::default()).unwrap();
+    let lat = bound::latency_terms(&topo).unwrap();
+    let s = 64u64 << 10;
+    assert!(
+        (lat.shard_path_us(s) - 1.56384).abs() < 1e-9,
+        "{}",
+        lat.shard_path_us(s)
+    );
+    let b = bound::bandwidth_bound(&topo, RS).unwrap();
+    use rscc::synth::Algo;
+    for algo in [Algo::Ring, Algo::Direct, Algo::Tree, Algo::Mix, Algo::Sccl] {
+        let c = rscc::compile::compile_one(
+            &topo,
+            algo,
+            &rscc::compile::CompileOptions::algo(algo, None),
+        )
+        .unwrap();
+        for k in 0..6 {
+            let s = 1024u64 << (2 * k);
+            let t = rscc::sim::simulate(&c.program, &topo, s, &Default::default())
+                .unwrap()
+                .time_us;
+            let lb = lat.bound_us(&b, s);
+            assert!(
+                t >= lb * (1.0 - 1e-9),
+                "{}: {t} < {lb} at {s} B",
+                algo.name()
+            );
+        }
+    }
+}

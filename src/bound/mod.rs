@@ -314,14 +314,21 @@ pub fn time_bound_us(b: &BandwidthBound, size_bytes: u64) -> f64 {
 
 /// The latency terms of the α-aware bound, computed once per topology (one
 /// Dijkstra on α per rank): the least α of any route between two distinct
-/// ranks, and per destination d the largest over sources s of the least α
-/// of a path s → d together with d's total ingress capacity.
+/// ranks, per destination d the largest over sources s of the least α of a
+/// path s → d together with d's total ingress capacity, and what the
+/// per-link shard-path term needs (α distances to the tails of every
+/// rank's ingress links).
 #[derive(Debug, Clone)]
 pub struct LatencyTerms {
     /// min over ranks s ≠ d of α_min(s, d), µs.
     pub alpha_min_us: f64,
     /// Per rank d: (max over s ≠ d of α_min(s, d) in µs, B_in(d) in GB/s).
     pub per_dest: Vec<(f64, f64)>,
+    /// Per rank d: its ingress links as (tail node index, α µs, GB/s).
+    inlinks: Vec<Vec<(usize, f64, f64)>>,
+    /// dist[s · nodes + v]: least α of a path from rank s to node v, µs.
+    dist: Vec<f64>,
+    nodes: usize,
 }
 
 /// See [`LatencyTerms`].
@@ -331,8 +338,10 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
         return Err(BoundError::TooFewRanks(nr));
     }
     let g = &topo.graph;
+    let nodes = g.node_count();
     let mut per_dest: Vec<(f64, f64)> = (0..nr).map(|d| (0.0, topo.gpu_bandwidth(d).1)).collect();
     let mut alpha_min_us = f64::INFINITY;
+    let mut all = Vec::with_capacity(nr * nodes);
     for s in 0..nr {
         let dist = dijkstra(topo, s, |l| l.alpha_us.max(0.0));
         for (d, &dn) in topo.ranks.iter().enumerate() {
@@ -349,30 +358,75 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
             per_dest[d].0 = per_dest[d].0.max(t);
             alpha_min_us = alpha_min_us.min(t);
         }
+        all.extend_from_slice(&dist);
     }
+    let inlinks = topo
+        .ranks
+        .iter()
+        .map(|&dn| {
+            g.edges_directed(dn, petgraph::Direction::Incoming)
+                .filter(|e| e.weight().capacity_gbps() > 0.0)
+                .map(|e| {
+                    (
+                        e.source().index(),
+                        e.weight().alpha_us.max(0.0),
+                        e.weight().capacity_gbps(),
+                    )
+                })
+                .collect()
+        })
+        .collect();
     Ok(LatencyTerms {
         alpha_min_us,
         per_dest,
+        inlinks,
+        dist: all,
+        nodes,
     })
 }
 
 impl LatencyTerms {
-    /// The shard-path term: max over (s, d) of α_min(s, d) plus one shard
-    /// (S/N bytes) into d at its total ingress capacity, µs.
+    /// The shard-path term: max over ranks s ≠ d of the earliest time by
+    /// which one shard (S/N bytes) carrying s's contribution can have
+    /// entered d, µs.
     ///
-    /// Every element of d's shard needs a byte carrying s's contribution;
-    /// none can arrive before the cheapest path's α, and they enter d at no
-    /// more than B_in(d). (synthesis.md §5.3 charges the whole shard
-    /// store-and-forward on every hop, Σ_e (α_e + (S/N)/b_e); that is not a
-    /// lower bound once a shard is split or pipelined — the bidirectional
-    /// ring8 reduce-scatter reaches 7/50 per shard byte-time, below its
-    /// 4 hops · 2/50 — so rscc uses this weaker, valid form.)
+    /// Every element of d's shard needs a byte that carries s's
+    /// contribution and enters d over one of d's ingress links e = (u, d).
+    /// Such a byte belongs to a transfer whose route reaches e, and every
+    /// transfer pays its whole route's α before its bytes move, so it
+    /// crosses e no earlier than a_e(s) = α_min(s, u) + α_e; e carries at
+    /// most c_e. The term is the least T with Σ_e c_e · (T − a_e(s))⁺ ≥ S/N.
+    /// Where all of d's ingress links lie on a cheapest path from s this
+    /// is α_min(s, d) + (S/N)/B_in(d); where some do not (on DGX-1 a far
+    /// GPU's partial sums reach the owner over two of its four neighbours
+    /// at the least α) it is larger. (synthesis.md §5.3 charges the whole
+    /// shard store-and-forward on every hop, Σ_e (α_e + (S/N)/b_e); that is
+    /// not a lower bound once a shard is split or pipelined — the
+    /// bidirectional ring8 reduce-scatter reaches 7/50 per shard byte-time,
+    /// below its 4 hops · 2/50 — so rscc uses this form.)
     pub fn shard_path_us(&self, size_bytes: u64) -> f64 {
-        let shard = size_bytes as f64 / self.per_dest.len() as f64;
-        self.per_dest
-            .iter()
-            .map(|&(a, b_in)| a + shard / (b_in * 1e3))
-            .fold(0.0, f64::max)
+        let nr = self.per_dest.len();
+        // Bytes to enter, in GB/s · µs (1 GB/s moves 1e3 bytes per µs).
+        let need = size_bytes as f64 / nr as f64 / 1e3;
+        let mut worst = 0.0f64;
+        let mut arr: Vec<(f64, f64)> = Vec::new();
+        for (d, links) in self.inlinks.iter().enumerate() {
+            for s in 0..nr {
+                if s == d {
+                    continue;
+                }
+                let ds = &self.dist[s * self.nodes..(s + 1) * self.nodes];
+                arr.clear();
+                arr.extend(
+                    links
+                        .iter()
+                        .filter(|&&(u, _, _)| ds[u].is_finite())
+                        .map(|&(u, a, c)| (ds[u] + a, c)),
+                );
+                worst = worst.max(fill_time(&mut arr, need));
+            }
+        }
+        worst
     }
 
     /// The α-aware lower bound (docs/cost-model.md §2):
@@ -383,6 +437,23 @@ impl LatencyTerms {
     pub fn bound_us(&self, b: &BandwidthBound, size_bytes: u64) -> f64 {
         (self.alpha_min_us + time_bound_us(b, size_bytes)).max(self.shard_path_us(size_bytes))
     }
+}
+
+/// The least T with Σ c · (T − a)⁺ ≥ need over `arr` = [(a, c)], c > 0
+/// (infinity when `arr` is empty).
+fn fill_time(arr: &mut [(f64, f64)], need: f64) -> f64 {
+    arr.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let (mut cap, mut weighted) = (0.0f64, 0.0f64);
+    for (i, &(a, c)) in arr.iter().enumerate() {
+        cap += c;
+        weighted += c * a;
+        // With links 0..=i open: Σ c (T − a) = cap·T − weighted.
+        let t = (need + weighted) / cap;
+        if i + 1 == arr.len() || t <= arr[i + 1].0 {
+            return t;
+        }
+    }
+    f64::INFINITY
 }
 
 /// synthesis.md §5.3's α-aware figure as written: max over ranks s ≠ d of
