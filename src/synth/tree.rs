@@ -18,6 +18,7 @@
 //! relays in parallel instead of one). See [`tree_algorithm`].
 
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
+use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
 /// The latency-tree algorithm with `spec.chunks` tree classes, or None
@@ -49,6 +50,13 @@ pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
     for l in into.iter_mut() {
         l.sort_unstable();
     }
+    // into_of[u]: ranks u reaches in one hop (candidate parents), sorted.
+    let mut into_of: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (v, l) in into.iter().enumerate() {
+        for &u in l {
+            into_of[u].push(v);
+        }
+    }
     // Hop distance of every rank to every owner (BFS over reversed hops).
     let mut dist = vec![usize::MAX; n * n]; // dist[o * n + u]
     for o in 0..n {
@@ -68,37 +76,47 @@ pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
         }
     }
     let depth = dist.iter().copied().max().unwrap_or(0);
-    // load[(level·n + u)·n + v]: chunks on u → v at that level, all classes.
-    let mut load = vec![0usize; (depth + 1) * n * n];
-    // uses[(level·n + u)·n + v]: messages of the current class there.
-    let mut uses = vec![0usize; (depth + 1) * n * n];
+    // Per (level, u, v): chunks on u → v at that level over all classes,
+    // and messages of the current class there. Hash maps: only direct
+    // pairs at their levels occur, far fewer than levels × n².
+    let mut load: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
+    let mut uses: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
     let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
     for j in 0..k {
-        uses.iter_mut().for_each(|x| *x = 0);
+        uses.clear();
         for o in 0..n {
             let d = &dist[o * n..(o + 1) * n];
             let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
             order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
             for &u in &order {
                 let step = depth - d[u];
-                let at = |v: usize| (step * n + u) * n + v;
-                let p = (0..n)
-                    .filter(|&v| cap[u * n + v] > 0.0 && d[v] + 1 == d[u])
+                let key = |v: usize| {
+                    let at = (step, u, v);
+                    let l = load.get(&at).copied().unwrap_or(0);
+                    (
+                        uses.get(&at).copied().unwrap_or(0),
+                        l as f64 / cap[u * n + v],
+                    )
+                };
+                let p = into_of[u]
+                    .iter()
+                    .copied()
+                    .filter(|&v| d[v] + 1 == d[u])
                     .min_by(|&a, &b| {
-                        let key = |v: usize| (uses[at(v)], load[at(v)] as f64 / cap[u * n + v]);
                         let (ua, la) = key(a);
                         let (ub, lb) = key(b);
                         ua.cmp(&ub).then(la.total_cmp(&lb)).then(a.cmp(&b))
                     })?;
+                let m = uses.entry((step, u, p)).or_insert(0);
                 transfers.push(Transfer {
                     step,
                     chunk: o * k + j,
                     src: u,
                     dst: p,
-                    channel: j + uses[at(p)] * k,
+                    channel: j + *m * k,
                 });
-                uses[at(p)] += 1;
-                load[at(p)] += 1;
+                *m += 1;
+                *load.entry((step, u, p)).or_insert(0) += 1;
             }
         }
     }
