@@ -163,23 +163,28 @@ pub fn candidates(
                     topo.name
                 )));
             }
+            let g = tree::HopGraph::new(topo).ok_or_else(|| {
+                SynthError(format!(
+                    "--algo tree: some rank of {} reaches an owner only through non-GPU paths the hop graph lacks",
+                    topo.name
+                ))
+            })?;
             // The default class count first, one class as the fallback
-            // when that exceeds the runtime's limits.
-            let mut ks = vec![o.chunks.unwrap_or_else(|| tree::default_classes(topo))];
-            if o.chunks.is_none() && ks[0] > 1 {
+            // when that exceeds the runtime's limits; both built from one
+            // hop graph, each only when the driver asks for it.
+            let k = o.chunks.unwrap_or_else(|| g.default_classes());
+            let mut ks = vec![k];
+            if o.chunks.is_none() && k > 1 {
                 ks.push(1);
             }
-            let mut out = Vec::new();
-            for k in ks {
-                let a = tree::tree_algorithm(Spec::reduce_scatter(n, k), topo).ok_or_else(|| {
-                    SynthError(format!(
-                        "--algo tree: some rank of {} reaches an owner only through non-GPU paths the hop graph lacks",
-                        topo.name
-                    ))
-                })?;
-                out.push(a);
-            }
-            Ok(built(out))
+            let g = std::rc::Rc::new(g);
+            Ok(ks
+                .into_iter()
+                .map(|k| {
+                    let g = g.clone();
+                    Box::new(move || g.algorithm(Spec::reduce_scatter(n, k))) as Candidate
+                })
+                .collect())
         }
         Algo::Direct => Ok(built(vec![direct::direct_algorithm(Spec::reduce_scatter(
             n,

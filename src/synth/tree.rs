@@ -21,135 +21,181 @@ use crate::ir::{Algorithm, Spec, Topology, Transfer};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
-/// The latency-tree algorithm with `spec.chunks` tree classes, or None
-/// when some rank cannot reach an owner through direct neighbours.
-///
-/// Chunk j of every shard belongs to class j and gets its own trees: per
-/// class, owner and rank (farthest first) the parent is the candidate
-/// whose directed pair carries the least load *at that level* relative to
-/// its capacity (ties to the lower rank), preferring pairs not yet used at
-/// that level in the class. Class j runs on logical channel j, so classes
-/// move in parallel threadblocks and share the links (max-min fair) rather
-/// than queue behind one another; the m-th message a class puts on one
-/// directed pair at one level goes to channel j + m·k (k classes), so no
-/// channel carries two messages of one level on one connection.
-pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
-    let n = spec.ranks;
-    let k = spec.chunks;
-    // into[v]: ranks that reach v in one hop; cap[u·n+v]: that hop's width.
-    let mut into: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut cap = vec![0.0f64; n * n];
-    for u in 0..n {
-        for (v, b) in topo.direct_neighbours(u) {
-            if v != u && cap[u * n + v] == 0.0 {
-                cap[u * n + v] = if b > 0.0 { b } else { f64::MIN_POSITIVE };
-                into[v].push(u);
+/// The hop graph the trees grow on, computed once per topology: the width
+/// of every direct-neighbour hop, each rank's candidate parents, every
+/// rank's hop distance to every owner, and each rank's ingress in units of
+/// its narrowest incoming hop.
+pub struct HopGraph {
+    n: usize,
+    /// cap[u·n + v]: width of the hop u → v (0: not direct neighbours).
+    cap: Vec<f64>,
+    /// next[u]: ranks u reaches in one hop, ascending.
+    next: Vec<Vec<usize>>,
+    /// dist[o·n + u]: hops from u to owner o.
+    dist: Vec<usize>,
+    depth: usize,
+    /// Per rank: B_in over its narrowest incoming direct hop.
+    ingress_units: Vec<f64>,
+}
+
+impl HopGraph {
+    /// None when some rank cannot reach an owner through direct
+    /// neighbours.
+    pub fn new(topo: &Topology) -> Option<HopGraph> {
+        let n = topo.num_ranks();
+        let mut cap = vec![0.0f64; n * n];
+        let mut next: Vec<Vec<usize>> = vec![Vec::new(); n];
+        // into[v]: ranks that reach v in one hop.
+        let mut into: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut narrowest = vec![f64::INFINITY; n];
+        for u in 0..n {
+            for (v, b) in topo.direct_neighbours(u) {
+                if v != u && cap[u * n + v] == 0.0 {
+                    cap[u * n + v] = if b > 0.0 { b } else { f64::MIN_POSITIVE };
+                    next[u].push(v);
+                    into[v].push(u);
+                    if b > 0.0 {
+                        narrowest[v] = narrowest[v].min(b);
+                    }
+                }
+            }
+            next[u].sort_unstable();
+        }
+        // Hop distance of every rank to every owner (BFS over reversed
+        // hops).
+        let mut dist = vec![usize::MAX; n * n];
+        for o in 0..n {
+            let d = &mut dist[o * n..(o + 1) * n];
+            d[o] = 0;
+            let mut q = VecDeque::from([o]);
+            while let Some(v) = q.pop_front() {
+                for &u in &into[v] {
+                    if d[u] == usize::MAX {
+                        d[u] = d[v] + 1;
+                        q.push_back(u);
+                    }
+                }
+            }
+            if d.contains(&usize::MAX) {
+                return None;
             }
         }
+        let depth = dist.iter().copied().max().unwrap_or(0);
+        let ingress_units = (0..n)
+            .map(|d| {
+                let b_in = topo.gpu_bandwidth(d).1;
+                if narrowest[d].is_finite() && b_in > 0.0 {
+                    b_in / narrowest[d]
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        Some(HopGraph {
+            n,
+            cap,
+            next,
+            dist,
+            depth,
+            ingress_units,
+        })
     }
-    for l in into.iter_mut() {
-        l.sort_unstable();
+
+    /// Tree classes `tree` uses by default: enough that every unit of an
+    /// owner's ingress can carry a class's last hop — the largest, over
+    /// ranks, of the capacity of the links into it
+    /// (`Topology::gpu_bandwidth`) over its narrowest direct-neighbour hop
+    /// (DGX-1: 6 NVLinks; a bidirectional ring: 2; one switch port: 1), at
+    /// most [`MAX_TREE_CLASSES`].
+    pub fn default_classes(&self) -> usize {
+        let units = self.ingress_units.iter().copied().fold(1.0, f64::max);
+        (units.round() as usize).clamp(1, MAX_TREE_CLASSES)
     }
-    // into_of[u]: ranks u reaches in one hop (candidate parents), sorted.
-    let mut into_of: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (v, l) in into.iter().enumerate() {
-        for &u in l {
-            into_of[u].push(v);
-        }
-    }
-    // Hop distance of every rank to every owner (BFS over reversed hops).
-    let mut dist = vec![usize::MAX; n * n]; // dist[o * n + u]
-    for o in 0..n {
-        let d = &mut dist[o * n..(o + 1) * n];
-        d[o] = 0;
-        let mut q = VecDeque::from([o]);
-        while let Some(v) = q.pop_front() {
-            for &u in &into[v] {
-                if d[u] == usize::MAX {
-                    d[u] = d[v] + 1;
-                    q.push_back(u);
+
+    /// The latency-tree algorithm with `spec.chunks` tree classes
+    /// (`spec.ranks` must be the topology's rank count).
+    ///
+    /// Chunk j of every shard belongs to class j and gets its own trees:
+    /// per class, owner and rank (farthest first) the parent is the
+    /// candidate whose directed pair carries the least load *at that
+    /// level* relative to its capacity (ties to the lower rank), preferring
+    /// pairs not yet used at that level in the class. Class j runs on
+    /// logical channel j, so classes move in parallel threadblocks and
+    /// share the links (max-min fair) rather than queue behind one another;
+    /// the m-th message a class puts on one directed pair at one level goes
+    /// to channel j + m·k (k classes), so no channel carries two messages
+    /// of one level on one connection.
+    pub fn algorithm(&self, spec: Spec) -> Algorithm {
+        let n = self.n;
+        assert_eq!(spec.ranks, n, "spec and hop graph disagree on ranks");
+        let k = spec.chunks;
+        let (cap, dist, depth) = (&self.cap, &self.dist, self.depth);
+        // Per (level, u, v): chunks on u → v at that level over all
+        // classes, and messages of the current class there. Hash maps:
+        // only direct pairs at their levels occur, far fewer than
+        // levels × n².
+        let mut load: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
+        let mut uses: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
+        let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
+        for j in 0..k {
+            uses.clear();
+            for o in 0..n {
+                let d = &dist[o * n..(o + 1) * n];
+                let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
+                order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
+                for &u in &order {
+                    let step = depth - d[u];
+                    let key = |v: usize| {
+                        let at = (step, u, v);
+                        let l = load.get(&at).copied().unwrap_or(0);
+                        (
+                            uses.get(&at).copied().unwrap_or(0),
+                            l as f64 / cap[u * n + v],
+                        )
+                    };
+                    // BFS distances: a rank at distance ≥ 1 has a
+                    // neighbour one hop closer.
+                    let p = self.next[u]
+                        .iter()
+                        .copied()
+                        .filter(|&v| d[v] + 1 == d[u])
+                        .min_by(|&a, &b| {
+                            let (ua, la) = key(a);
+                            let (ub, lb) = key(b);
+                            ua.cmp(&ub).then(la.total_cmp(&lb)).then(a.cmp(&b))
+                        })
+                        .expect("a rank one hop closer to the owner");
+                    let m = uses.entry((step, u, p)).or_insert(0);
+                    transfers.push(Transfer {
+                        step,
+                        chunk: o * k + j,
+                        src: u,
+                        dst: p,
+                        channel: j + *m * k,
+                    });
+                    *m += 1;
+                    *load.entry((step, u, p)).or_insert(0) += 1;
                 }
             }
         }
-        if d.contains(&usize::MAX) {
-            return None;
+        Algorithm {
+            name: "tree".into(),
+            spec,
+            transfers,
         }
     }
-    let depth = dist.iter().copied().max().unwrap_or(0);
-    // Per (level, u, v): chunks on u → v at that level over all classes,
-    // and messages of the current class there. Hash maps: only direct
-    // pairs at their levels occur, far fewer than levels × n².
-    let mut load: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
-    let mut uses: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
-    let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
-    for j in 0..k {
-        uses.clear();
-        for o in 0..n {
-            let d = &dist[o * n..(o + 1) * n];
-            let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
-            order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
-            for &u in &order {
-                let step = depth - d[u];
-                let key = |v: usize| {
-                    let at = (step, u, v);
-                    let l = load.get(&at).copied().unwrap_or(0);
-                    (
-                        uses.get(&at).copied().unwrap_or(0),
-                        l as f64 / cap[u * n + v],
-                    )
-                };
-                let p = into_of[u]
-                    .iter()
-                    .copied()
-                    .filter(|&v| d[v] + 1 == d[u])
-                    .min_by(|&a, &b| {
-                        let (ua, la) = key(a);
-                        let (ub, lb) = key(b);
-                        ua.cmp(&ub).then(la.total_cmp(&lb)).then(a.cmp(&b))
-                    })?;
-                let m = uses.entry((step, u, p)).or_insert(0);
-                transfers.push(Transfer {
-                    step,
-                    chunk: o * k + j,
-                    src: u,
-                    dst: p,
-                    channel: j + *m * k,
-                });
-                *m += 1;
-                *load.entry((step, u, p)).or_insert(0) += 1;
-            }
-        }
-    }
-    Some(Algorithm {
-        name: "tree".into(),
-        spec,
-        transfers,
-    })
 }
 
-/// Tree classes `tree` uses by default: enough that every unit of an
-/// owner's ingress can carry a class's last hop — the largest, over ranks,
-/// of the capacity of the links into it (`Topology::gpu_bandwidth`) over
-/// its narrowest direct-neighbour hop (DGX-1: 6 NVLinks; a bidirectional
-/// ring: 2; one switch port: 1), at most [`MAX_TREE_CLASSES`].
+/// The latency-tree algorithm with `spec.chunks` tree classes, or None
+/// when some rank cannot reach an owner through direct neighbours
+/// ([`HopGraph::algorithm`]).
+pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
+    HopGraph::new(topo).map(|g| g.algorithm(spec))
+}
+
+/// [`HopGraph::default_classes`] of `topo` (1 when it has no hop graph).
 pub fn default_classes(topo: &Topology) -> usize {
-    let n = topo.num_ranks();
-    let mut narrowest = vec![f64::INFINITY; n];
-    for u in 0..n {
-        for (v, b) in topo.direct_neighbours(u) {
-            if v != u && b > 0.0 {
-                narrowest[v] = narrowest[v].min(b);
-            }
-        }
-    }
-    let mut best = 1usize;
-    for (d, &w) in narrowest.iter().enumerate() {
-        let b_in = topo.gpu_bandwidth(d).1;
-        if w.is_finite() && b_in > 0.0 {
-            best = best.max((b_in / w).round() as usize);
-        }
-    }
-    best.clamp(1, MAX_TREE_CLASSES)
+    HopGraph::new(topo).map_or(1, |g| g.default_classes())
 }
 
 /// Most tree classes (channels) `tree` uses by default.
