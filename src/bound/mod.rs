@@ -314,16 +314,13 @@ pub fn time_bound_us(b: &BandwidthBound, size_bytes: u64) -> f64 {
 
 /// The latency terms of the α-aware bound, computed once per topology (one
 /// Dijkstra on α per rank): the least α of any route between two distinct
-/// ranks, per destination d the largest over sources s of the least α of a
-/// path s → d together with d's total ingress capacity, and what the
-/// per-link shard-path term needs (α distances to the tails of every
-/// rank's ingress links).
+/// ranks, and what the per-link shard-path term needs (every rank's
+/// ingress links and the α distances from every rank to their tails).
 #[derive(Debug, Clone)]
 pub struct LatencyTerms {
     /// min over ranks s ≠ d of α_min(s, d), µs.
     pub alpha_min_us: f64,
-    /// Per rank d: (max over s ≠ d of α_min(s, d) in µs, B_in(d) in GB/s).
-    pub per_dest: Vec<(f64, f64)>,
+    ranks: usize,
     /// Per rank d: its ingress links as (tail node index, α µs, GB/s).
     inlinks: Vec<Vec<(usize, f64, f64)>>,
     /// dist[s · nodes + v]: least α of a path from rank s to node v, µs.
@@ -339,23 +336,31 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
     }
     let g = &topo.graph;
     let nodes = g.node_count();
-    let mut per_dest: Vec<(f64, f64)> = (0..nr).map(|d| (0.0, topo.gpu_bandwidth(d).1)).collect();
+    let b_in: Vec<f64> = (0..nr).map(|d| topo.gpu_bandwidth(d).1).collect();
     let mut alpha_min_us = f64::INFINITY;
     let mut all = Vec::with_capacity(nr * nodes);
     for s in 0..nr {
-        let dist = dijkstra(topo, s, |l| l.alpha_us.max(0.0));
+        // Links without capacity carry nothing: they are no path (so a
+        // reachable d always has a positive-capacity ingress link with a
+        // finite distance to its tail, and the shard path is finite).
+        let dist = dijkstra(topo, s, |l| {
+            if l.capacity_gbps() > 0.0 {
+                l.alpha_us.max(0.0)
+            } else {
+                f64::INFINITY
+            }
+        });
         for (d, &dn) in topo.ranks.iter().enumerate() {
             if d == s {
                 continue;
             }
             let t = dist[dn.index()];
-            if !t.is_finite() || per_dest[d].1 <= 0.0 {
+            if !t.is_finite() || b_in[d] <= 0.0 {
                 return Err(BoundError::Unreachable {
                     from: g[topo.ranks[s]].id.clone(),
                     to: g[dn].id.clone(),
                 });
             }
-            per_dest[d].0 = per_dest[d].0.max(t);
             alpha_min_us = alpha_min_us.min(t);
         }
         all.extend_from_slice(&dist);
@@ -378,7 +383,7 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
         .collect();
     Ok(LatencyTerms {
         alpha_min_us,
-        per_dest,
+        ranks: nr,
         inlinks,
         dist: all,
         nodes,
@@ -405,7 +410,7 @@ impl LatencyTerms {
     /// bidirectional ring8 reduce-scatter reaches 7/50 per shard byte-time,
     /// below its 4 hops · 2/50 — so rscc uses this form.)
     pub fn shard_path_us(&self, size_bytes: u64) -> f64 {
-        let nr = self.per_dest.len();
+        let nr = self.ranks;
         // Bytes to enter, in GB/s · µs (1 GB/s moves 1e3 bytes per µs).
         let need = size_bytes as f64 / nr as f64 / 1e3;
         let mut worst = 0.0f64;
