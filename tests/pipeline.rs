@@ -90,3 +90,59 @@ fn bounded_buffer_deadlock_is_caught_not_emitted() {
     let s = rscc::sim::simulate(&p, &topo, 1 << 16, &Default::default());
     assert!(matches!(s, Err(rscc::sim::SimError::Deadlock(_))), "{s:?}");
 }
+
+/// `synth --sizes … -o DIR/` writes one verified file per size band with
+/// non-overlapping, gap-free [minBytes, maxBytes], and its table scores each
+/// size with the file that serves it (not the single overall choice).
+#[test]
+fn band_directory_files_cover_the_sizes_and_the_table_uses_them() {
+    let dir = std::env::temp_dir().join(format!("rscc-bands-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args([
+            "synth",
+            "--topo",
+            "topologies/dgx1-v100.json",
+            "--sizes",
+            "1K:4G",
+            "-o",
+        ])
+        .arg(format!("{}/", dir.display()))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("write one file per band"), "{err}");
+    let mut bands: Vec<(i64, Option<i64>)> = std::fs::read_dir(&dir)
+        .expect("the directory")
+        .map(|e| {
+            let path = e.expect("entry").path();
+            let p = rscc::front::msccl_xml::load(&path).expect("reads back");
+            rscc::verify::verify(&p, &Default::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (p.min_bytes, p.max_bytes)
+        })
+        .collect();
+    bands.sort();
+    assert!(
+        bands.len() >= 2,
+        "DGX-1 has a small-size and a large-size band: {bands:?}"
+    );
+    assert_eq!(bands[0].0, 0);
+    for w in bands.windows(2) {
+        assert_eq!(w[0].1.map(|m| m + 1), Some(w[1].0), "{bands:?}");
+    }
+    assert_eq!(
+        bands.last().unwrap().1,
+        Some(0),
+        "the last band is unbounded"
+    );
+    // At 1 KiB the small-size band's schedule beats the ring severalfold.
+    let row = err
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("1024"))
+        .expect("a 1 KiB row");
+    let x_ring: f64 = row.split_whitespace().last().unwrap().parse().unwrap();
+    assert!(x_ring > 2.0, "{row}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -217,7 +217,7 @@ pub fn run(a: SynthArgs) -> CliResult {
             chosen.report.modes.join(" and ")
         );
     }
-    report(&topo, &opts, &chosen, selection.as_ref());
+    report(&topo, &opts, &chosen, selection.as_ref(), to_dir);
     Ok(())
 }
 
@@ -245,23 +245,41 @@ fn write_xml(p: &crate::ir::Program, path: Option<&std::path::Path>) -> CliResul
 }
 
 /// Predicted busbw at a few sizes, the ratio to the bound and to the ring
-/// (stderr; the same simulator and bound as `rscc simulate`).
+/// (stderr; the same simulator and bound as `rscc simulate`). `per_band`:
+/// each size by the schedule of its band (what `-o DIR/` wrote), else by
+/// `chosen`.
 fn report(
     topo: &crate::ir::Topology,
     opts: &CompileOptions,
     chosen: &Compiled,
     sel: Option<&compile::Selection>,
+    per_band: bool,
 ) {
     let sizes: Vec<u64> = vec![1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30];
     let so = SimOptions::default();
-    let Ok(rows) = sim::report::busbw_table(&chosen.program, topo, &sizes, &so) else {
+    let rows = match sel.filter(|_| per_band) {
+        Some(s) => sizes
+            .iter()
+            .map(|&size| {
+                let b = s
+                    .bands
+                    .iter()
+                    .find(|b| size >= b.min_bytes && b.max_bytes.is_none_or(|m| size <= m))
+                    .expect("the bands cover every size");
+                let prog = &s.candidates[b.candidate].program;
+                sim::report::busbw_table(prog, topo, &[size], &so).map(|mut r| r.remove(0))
+            })
+            .collect(),
+        None => sim::report::busbw_table(&chosen.program, topo, &sizes, &so),
+    };
+    let Ok(rows) = rows else {
         eprintln!(
             "note: the simulator could not score this schedule on {}",
             topo.name
         );
         return;
     };
-    let ring_rows = if chosen.algo == Algo::Ring {
+    let ring_rows = if chosen.algo == Algo::Ring && !per_band {
         Some(rows.clone())
     } else {
         let ring = match sel.and_then(|s| s.candidates.iter().find(|c| c.algo == Algo::Ring)) {
@@ -290,7 +308,7 @@ fn report(
             vs_ring
         );
     }
-    if let Some(s) = sel {
+    if let Some(s) = sel.filter(|_| !per_band) {
         if s.bands.len() > 1 {
             let names: Vec<String> = s
                 .bands
