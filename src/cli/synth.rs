@@ -54,7 +54,8 @@ pub struct SynthArgs {
     /// Seconds any solver may take (best-so-far after that).
     #[arg(long, default_value_t = 30.0)]
     pub time_limit: f64,
-    /// Chunks per rank's output shard (default: the synthesizer's choice).
+    /// Chunks per rank's output shard (default: the synthesizer's choice;
+    /// for tree, this many equal classes instead of its graded ones).
     #[arg(long)]
     pub chunks: Option<usize>,
     /// NCCL protocol written into the file.

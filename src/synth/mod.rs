@@ -169,22 +169,28 @@ pub fn candidates(
                     topo.name
                 ))
             })?;
-            // The default class count first, one class as the fallback
-            // when that exceeds the runtime's limits; both built from one
-            // hop graph, each only when the driver asks for it.
-            let k = o.chunks.unwrap_or_else(|| g.default_classes());
-            let mut ks = vec![k];
-            if o.chunks.is_none() && k > 1 {
-                ks.push(1);
-            }
+            // `--chunks c`: c classes of one chunk. By default graded
+            // classes (GRADES groups of the default class count k), then
+            // fewer groups, then k equal classes, then one class: each a
+            // fallback for when the one before exceeds the runtime's limits
+            // (DGX-1's 80 SMs hold two groups, not three). All are built
+            // from one hop graph, each only when the driver asks for it.
             let g = std::rc::Rc::new(g);
-            Ok(ks
-                .into_iter()
-                .map(|k| {
-                    let g = g.clone();
-                    Box::new(move || g.algorithm(Spec::reduce_scatter(n, k))) as Candidate
-                })
-                .collect())
+            let mut out: Vec<Candidate> = Vec::new();
+            if let Some(c) = o.chunks {
+                out.push(Box::new(move || g.algorithm(Spec::reduce_scatter(n, c))));
+                return Ok(out);
+            }
+            let k = g.default_classes();
+            for grades in (2..=tree::GRADES).rev() {
+                let g = g.clone();
+                out.push(Box::new(move || g.graded(k, grades)));
+            }
+            for k in [k, 1].into_iter().take(if k > 1 { 2 } else { 1 }) {
+                let g = g.clone();
+                out.push(Box::new(move || g.algorithm(Spec::reduce_scatter(n, k))));
+            }
+            Ok(out)
         }
         Algo::Direct => Ok(built(vec![direct::direct_algorithm(Spec::reduce_scatter(
             n,

@@ -15,7 +15,10 @@
 //! A shard is split into tree *classes* (chunks), each with its own trees
 //! and channel, so an owner's ingress links all carry last hops at once
 //! (on DGX-1 the far ranks' partial sums reach the owner through several
-//! relays in parallel instead of one). See [`tree_algorithm`].
+//! relays in parallel instead of one). See [`tree_algorithm`]. By default
+//! the classes are *graded* — groups of 1, 2 and 3 chunks — so the light
+//! ones run a hop ahead of the heavy ones and the levels of a shard
+//! overlap ([`HopGraph::graded`]).
 
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
 use rustc_hash::FxHashMap;
@@ -112,8 +115,8 @@ impl HopGraph {
         (units.round() as usize).clamp(1, MAX_TREE_CLASSES)
     }
 
-    /// The latency-tree algorithm with `spec.chunks` tree classes
-    /// (`spec.ranks` must be the topology's rank count).
+    /// The latency-tree algorithm with `spec.chunks` tree classes of one
+    /// chunk each (`spec.ranks` must be the topology's rank count).
     ///
     /// Chunk j of every shard belongs to class j and gets its own trees:
     /// per class, owner and rank (farthest first) the parent is the
@@ -126,9 +129,38 @@ impl HopGraph {
     /// to channel j + m·k (k classes), so no channel carries two messages
     /// of one level on one connection.
     pub fn algorithm(&self, spec: Spec) -> Algorithm {
+        assert_eq!(spec.ranks, self.n, "spec and hop graph disagree on ranks");
+        self.weighted(&vec![1; spec.chunks])
+    }
+
+    /// *Graded* classes: `grades` groups of k classes, the classes of
+    /// group g (1-based) g chunks each — k classes of weight 1, then k of
+    /// weight 2, … Sharing a link max-min fairly, the light classes finish
+    /// each hop first and move on to the next while the heavy ones still
+    /// cross, so the hops of one shard overlap instead of every class
+    /// paying store-and-forward of the same size at every level
+    /// (docs/algorithms.md "Latency trees").
+    pub fn graded(&self, k: usize, grades: usize) -> Algorithm {
+        let weights: Vec<usize> = (1..=grades)
+            .flat_map(|g| std::iter::repeat_n(g, k))
+            .collect();
+        let mut a = self.weighted(&weights);
+        a.name = format!("tree-graded{grades}");
+        a
+    }
+
+    /// Tree classes of unequal size: class j owns `weights[j]` consecutive
+    /// chunks of every shard, all with the class's trees, so lowering moves
+    /// them as one `cnt = weights[j]` step. Parents are chosen as in
+    /// [`HopGraph::algorithm`], with load counted in chunks.
+    pub fn weighted(&self, weights: &[usize]) -> Algorithm {
+        self.build(&self.greedy_plan(weights))
+    }
+
+    /// Greedy parents for every class (see [`HopGraph::algorithm`]).
+    fn greedy_plan(&self, weights: &[usize]) -> TreePlan {
         let n = self.n;
-        assert_eq!(spec.ranks, n, "spec and hop graph disagree on ranks");
-        let k = spec.chunks;
+        assert!(weights.iter().all(|&w| w > 0), "empty tree class");
         let (cap, dist, depth) = (&self.cap, &self.dist, self.depth);
         // Per (level, u, v): chunks on u → v at that level over all
         // classes, and messages of the current class there. Hash maps:
@@ -136,14 +168,12 @@ impl HopGraph {
         // levels × n².
         let mut load: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
         let mut uses: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
-        let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
-        for j in 0..k {
+        let mut parent = vec![vec![usize::MAX; n * n]; weights.len()];
+        for (j, &w) in weights.iter().enumerate() {
             uses.clear();
             for o in 0..n {
                 let d = &dist[o * n..(o + 1) * n];
-                let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
-                order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
-                for &u in &order {
+                for u in self.order(o) {
                     let step = depth - d[u];
                     let key = |v: usize| {
                         let at = (step, u, v);
@@ -153,30 +183,81 @@ impl HopGraph {
                             l as f64 / cap[u * n + v],
                         )
                     };
-                    // BFS distances: a rank at distance ≥ 1 has a
-                    // neighbour one hop closer.
-                    let p = self.next[u]
-                        .iter()
-                        .copied()
-                        .filter(|&v| d[v] + 1 == d[u])
+                    let p = self
+                        .parents(o, u)
                         .min_by(|&a, &b| {
                             let (ua, la) = key(a);
                             let (ub, lb) = key(b);
                             ua.cmp(&ub).then(la.total_cmp(&lb)).then(a.cmp(&b))
                         })
                         .expect("a rank one hop closer to the owner");
-                    let m = uses.entry((step, u, p)).or_insert(0);
-                    transfers.push(Transfer {
-                        step,
-                        chunk: o * k + j,
-                        src: u,
-                        dst: p,
-                        channel: j + *m * k,
-                    });
-                    *m += 1;
-                    *load.entry((step, u, p)).or_insert(0) += 1;
+                    parent[j][o * n + u] = p;
+                    *uses.entry((step, u, p)).or_insert(0) += 1;
+                    *load.entry((step, u, p)).or_insert(0) += w;
                 }
             }
+        }
+        TreePlan {
+            weights: weights.to_vec(),
+            parent,
+        }
+    }
+
+    /// Ranks other than owner `o`, farthest first (ties by rank).
+    fn order(&self, o: usize) -> Vec<usize> {
+        let n = self.n;
+        let d = &self.dist[o * n..(o + 1) * n];
+        let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
+        order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
+        order
+    }
+
+    /// Candidate parents of u in owner o's trees: its direct neighbours
+    /// one hop closer to o (BFS distances: a rank at distance ≥ 1 has one).
+    fn parents(&self, o: usize, u: usize) -> impl Iterator<Item = usize> + '_ {
+        let n = self.n;
+        let d = &self.dist[o * n..(o + 1) * n];
+        let du = d[u];
+        self.next[u]
+            .iter()
+            .copied()
+            .filter(move |&v| d[v] + 1 == du)
+    }
+
+    /// The Algorithm of a plan: rank u at distance k from the owner sends
+    /// at step depth − k; the m-th message class j puts on one directed
+    /// pair at one step goes to channel j + m·k.
+    fn build(&self, plan: &TreePlan) -> Algorithm {
+        let n = self.n;
+        let weights = &plan.weights;
+        let spec = Spec::reduce_scatter(n, weights.iter().sum());
+        let k = weights.len();
+        let total = spec.chunks;
+        let (dist, depth) = (&self.dist, self.depth);
+        let mut uses: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
+        let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
+        let mut offset = 0;
+        for (j, &w) in weights.iter().enumerate() {
+            uses.clear();
+            for o in 0..n {
+                let d = &dist[o * n..(o + 1) * n];
+                for u in self.order(o) {
+                    let step = depth - d[u];
+                    let p = plan.parent[j][o * n + u];
+                    let m = uses.entry((step, u, p)).or_insert(0);
+                    for i in 0..w {
+                        transfers.push(Transfer {
+                            step,
+                            chunk: o * total + offset + i,
+                            src: u,
+                            dst: p,
+                            channel: j + *m * k,
+                        });
+                    }
+                    *m += 1;
+                }
+            }
+            offset += w;
         }
         Algorithm {
             name: "tree".into(),
@@ -184,6 +265,13 @@ impl HopGraph {
             transfers,
         }
     }
+}
+
+/// Per tree class: its weight (chunks per shard) and every rank's parent
+/// per owner (`parent[class][owner · n + rank]`).
+struct TreePlan {
+    weights: Vec<usize>,
+    parent: Vec<Vec<usize>>,
 }
 
 /// The latency-tree algorithm with `spec.chunks` tree classes, or None
@@ -200,6 +288,9 @@ pub fn default_classes(topo: &Topology) -> usize {
 
 /// Most tree classes (channels) `tree` uses by default.
 pub const MAX_TREE_CLASSES: usize = 8;
+
+/// Weight groups of `tree`'s default graded classes ([`HopGraph::graded`]).
+pub const GRADES: usize = 3;
 
 /// Whether latency trees differ from the direct schedule: some pair of
 /// ranks is not direct neighbours.
@@ -284,6 +375,41 @@ mod tests {
                 .collect();
             assert_eq!(dirs, [1, 7].into_iter().collect(), "owner {o}");
         }
+    }
+
+    #[test]
+    fn graded_classes_move_as_multi_chunk_steps_and_pipeline() {
+        use crate::lower::{lower, LowerOptions};
+        use crate::sim::{simulate, SimOptions};
+        let topo = generate("ring", &GenParams::default()).unwrap();
+        let g = HopGraph::new(&topo).unwrap();
+        let a = g.graded(2, 3);
+        a.check().unwrap();
+        assert_eq!(a.name, "tree-graded3");
+        // Weights 1,1,2,2,3,3: 12 chunks per shard, six classes.
+        assert_eq!(a.spec.chunks, 12);
+        assert_eq!(a.transfers.iter().map(|t| t.channel).max(), Some(5));
+        let p = lower(&a, &LowerOptions::default()).unwrap();
+        let mut cnts: Vec<i64> = p
+            .gpus
+            .iter()
+            .flat_map(|g| g.tbs.iter())
+            .flat_map(|t| t.steps.iter())
+            .map(|s| s.cnt)
+            .collect();
+        cnts.sort_unstable();
+        cnts.dedup();
+        assert_eq!(cnts, vec![1, 2, 3], "a class moves as one step");
+        // The light classes run ahead: faster than equal classes at 64 KiB.
+        let eq = lower(
+            &g.algorithm(Spec::reduce_scatter(8, 2)),
+            &LowerOptions::default(),
+        )
+        .unwrap();
+        let so = SimOptions::default();
+        let t_graded = simulate(&p, &topo, 64 << 10, &so).unwrap().time_us;
+        let t_equal = simulate(&eq, &topo, 64 << 10, &so).unwrap().time_us;
+        assert!(t_graded < 0.95 * t_equal, "{t_graded} vs {t_equal}");
     }
 
     #[test]
