@@ -205,7 +205,14 @@ pub fn auto(
     if sizes.is_empty() {
         return Err(CompileError::Request("no sizes to score".into()));
     }
-    let algos = [Algo::Ring, Algo::Direct, Algo::Tree, Algo::Hier, Algo::Mix];
+    let algos = [
+        Algo::Ring,
+        Algo::Direct,
+        Algo::Tree,
+        Algo::Hier,
+        Algo::Mix,
+        Algo::Flow,
+    ];
     let mut candidates = Vec::new();
     let mut skipped = Vec::new();
     for (i, &a) in algos.iter().enumerate() {
@@ -221,6 +228,12 @@ pub fn auto(
                 synth::DIRECT_MAX_RANKS
             ));
             continue;
+        }
+        if a == Algo::Flow {
+            if let Err(why) = synth::flow_promising(topo, &opts.synth) {
+                skipped.push(why);
+                continue;
+            }
         }
         if a == Algo::Direct && !synth::direct_applies(topo) {
             skipped.push(format!(

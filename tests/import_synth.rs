@@ -35,6 +35,13 @@ fn every_importable_dump_gets_a_verified_schedule() {
         let c = compile(&topo, &CompileOptions::algo(Algo::Ring, None))
             .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         assert_eq!(c.program.ngpus as usize, topo.num_ranks());
+        // The flow LP's schedule verifies too, or is refused as a request
+        // (e.g. a rank with no GPU-free route), never an internal error.
+        match compile(&topo, &CompileOptions::algo(Algo::Flow, None)) {
+            Ok(c) => assert_eq!(c.program.ngpus as usize, topo.num_ranks()),
+            Err(rscc::compile::CompileError::Request(_)) => {}
+            Err(e) => panic!("{}: flow: {e}", f.display()),
+        }
         ok += 1;
     }
     assert!(ok >= 35, "only {ok} dumps imported");
@@ -73,5 +80,46 @@ fn imported_nvswitch_hosts_match_the_shipped_nvlink_bound() {
             got >= want - 1e-6 && got <= want * 1.2,
             "{f}: {got} vs shipped {want}"
         );
+    }
+}
+
+/// On machines whose GPUs relay for each other over uneven links (MI250X
+/// xGMI meshes, islands joined by PCIe), `auto` scores the per-edge flow LP
+/// and its schedule wins at 1 GiB by a wide margin over the ring. Figures
+/// from the simulator and the cut bound (docs/benchmarks.md "Imported
+/// machines").
+#[test]
+fn flow_wins_on_uneven_meshes() {
+    use rscc::sim::{simulate, SimOptions};
+    for (file, min_bound_pct, min_x_ring) in [
+        ("rccl-xml/rccl_topo_8p1h_MI250X-gfx90a_8GCD_1hive.xml", 70.0, 2.0),
+        ("rccl-xml/rccl_topo_8p_rome_Vega20-gfx906_8GPU_Rome.xml", 33.0, 2.2),
+        (
+            "rocm-smi-topo/AMD-8GPU-64GiB_two-4GPU-xGMI-hives_showtopo_unattributed-test-fixture.txt",
+            95.0,
+            1.5,
+        ),
+    ] {
+        let topo = rscc::front::load_topology(&Path::new("tests/data/real").join(file)).unwrap();
+        let s = 1u64 << 30;
+        let sel = rscc::compile::auto(
+            &topo,
+            &CompileOptions::default(),
+            &[s],
+            &SimOptions::default(),
+            None,
+        )
+        .unwrap();
+        let win = &sel.candidates[sel.winners[0]];
+        assert_eq!(win.algo, Algo::Flow, "{file}: {}", win.algorithm.name);
+        let t = simulate(&win.program, &topo, s, &SimOptions::default()).unwrap().time_us;
+        let b = bandwidth_bound(&topo, Collective::ReduceScatter).unwrap();
+        let pct = 100.0 * rscc::bound::time_bound_us(&b, s) / t;
+        let ring = compile(&topo, &CompileOptions::algo(Algo::Ring, None)).unwrap();
+        let t_ring = simulate(&ring.program, &topo, s, &SimOptions::default())
+            .unwrap()
+            .time_us;
+        assert!(pct >= min_bound_pct, "{file}: {pct:.1} % of the bound");
+        assert!(t_ring / t >= min_x_ring, "{file}: {:.2} x ring", t_ring / t);
     }
 }

@@ -44,7 +44,7 @@ pub struct SynthArgs {
     #[arg(long, value_enum, default_value = "reduce-scatter")]
     pub op: Op,
     /// Synthesizer: auto (score every applicable one in the simulator and
-    /// pick per size), ring, direct, tree, hier, mix, sccl.
+    /// pick per size), ring, direct, tree, hier, mix, flow, sccl.
     #[arg(long, default_value = "auto")]
     pub algo: String,
     /// Sizes (bytes per rank, nccl-tests' S) that `auto` scores, e.g. 1K:4G.
@@ -80,7 +80,7 @@ pub fn run(a: SynthArgs) -> CliResult {
     let topo = front::load_topology(&a.topo).map_err(CliError::input)?;
     let algo = Algo::parse(&a.algo).ok_or_else(|| {
         CliError::input(format!(
-            "unknown --algo \"{}\" (known: auto, ring, direct, tree, hier, mix, sccl)",
+            "unknown --algo \"{}\" (known: auto, ring, direct, tree, hier, mix, flow, sccl)",
             a.algo
         ))
     })?;
@@ -294,8 +294,10 @@ fn report(
         "size(B)", "time(us)", "busbw", "bound%", "x ring"
     );
     for (i, r) in rows.iter().enumerate() {
+        // A one-GPU machine moves nothing: no ratio.
         let vs_ring = ring_rows
             .as_ref()
+            .filter(|_| r.time_us > 0.0)
             .map(|rr| format!("{:.2}", rr[i].time_us / r.time_us))
             .unwrap_or_else(|| "-".into());
         eprintln!(

@@ -4,6 +4,7 @@
 //! runtime's limits; `--algo auto` compares all of them in the simulator).
 
 pub mod direct;
+pub mod flow;
 pub mod hier;
 pub mod mix;
 pub mod ring;
@@ -28,18 +29,21 @@ pub enum Algo {
     Hier,
     /// LP mixture of tree families (bandwidth-optimal within them).
     Mix,
+    /// Per-edge reduction LP (bandwidth-optimal over single-route trees).
+    Flow,
     /// Exact SCCL-model search (unit link capacities; ≤ 16 ranks).
     Sccl,
 }
 
 impl Algo {
-    pub const ALL: [Algo; 7] = [
+    pub const ALL: [Algo; 8] = [
         Algo::Auto,
         Algo::Ring,
         Algo::Direct,
         Algo::Tree,
         Algo::Hier,
         Algo::Mix,
+        Algo::Flow,
         Algo::Sccl,
     ];
     pub fn parse(s: &str) -> Option<Algo> {
@@ -53,6 +57,7 @@ impl Algo {
             Algo::Tree => "tree",
             Algo::Hier => "hier",
             Algo::Mix => "mix",
+            Algo::Flow => "flow",
             Algo::Sccl => "sccl",
         }
     }
@@ -217,6 +222,31 @@ pub fn candidates(
             let _ = used;
             Ok(built(vec![a]))
         }
+        Algo::Flow => {
+            if n > flow::FLOW_MAX_RANKS {
+                return Err(SynthError(format!(
+                    "flow: offered up to {} ranks (its LP has about N^3 variables); {} has {n}",
+                    flow::FLOW_MAX_RANKS,
+                    topo.name
+                )));
+            }
+            let lp = std::rc::Rc::new(flow::solve(topo, o.time_limit_s).map_err(SynthError)?);
+            let c = o.chunks.unwrap_or_else(|| lp.chunk_count(topo));
+            // One channel per owner (at most 32), then halving the channels
+            // while the threadblocks exceed the runtime's limits.
+            let mut lanes = vec![n.min(crate::lower::MAX_CHANNELS)];
+            while *lanes.last().unwrap() > 1 {
+                let l = *lanes.last().unwrap();
+                lanes.push(l / 2);
+            }
+            Ok(lanes
+                .into_iter()
+                .map(|lanes| {
+                    let lp = lp.clone();
+                    Box::new(move || lp.algorithm(c, lanes)) as Candidate
+                })
+                .collect())
+        }
         Algo::Sccl => {
             // The Pareto frontier up to `chunks` (default 6) chunks per rank;
             // candidates bandwidth-best first (lowest R/C, then fewest steps).
@@ -253,6 +283,28 @@ pub fn candidates(
                 sched.into_iter().map(sccl::to_reduce_scatter).collect(),
             ))
         }
+    }
+}
+
+/// Whether `auto` should score `flow`: its LP optimum is more than 1 %
+/// below the mixture's (the families' best), i.e. it promises more
+/// bandwidth at large sizes. `Err(reason)` when not; both LPs take
+/// milliseconds at the ≤ 32 ranks `flow` is offered for.
+pub fn flow_promising(topo: &Topology, o: &SynthOptions) -> Result<(), String> {
+    let n = topo.num_ranks();
+    if n > flow::FLOW_MAX_RANKS {
+        return Err(format!(
+            "flow: not offered for {n} ranks (at most {})",
+            flow::FLOW_MAX_RANKS
+        ));
+    }
+    let f = flow::solve(topo, o.time_limit_s)?;
+    match mix::solve(topo, &families(topo), o.time_limit_s) {
+        Ok(m) if f.t >= 0.99 * m.t => Err(format!(
+            "flow: its LP ({:.4}) is within 1 % of the mixture's ({:.4}), which pipelines better",
+            f.t, m.t
+        )),
+        _ => Ok(()),
     }
 }
 
