@@ -205,14 +205,11 @@ pub fn auto(
     if sizes.is_empty() {
         return Err(CompileError::Request("no sizes to score".into()));
     }
-    let algos = [
-        Algo::Ring,
-        Algo::Direct,
-        Algo::Tree,
-        Algo::Hier,
-        Algo::Mix,
-        Algo::Flow,
-    ];
+    // Every synthesizer but the exact SCCL-model search (unit capacities).
+    let algos: Vec<Algo> = Algo::ALL
+        .into_iter()
+        .filter(|a| !matches!(a, Algo::Auto | Algo::Sccl))
+        .collect();
     let mut candidates = Vec::new();
     let mut skipped = Vec::new();
     for (i, &a) in algos.iter().enumerate() {

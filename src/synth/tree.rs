@@ -154,13 +154,11 @@ impl HopGraph {
     /// them as one `cnt = weights[j]` step. Parents are chosen as in
     /// [`HopGraph::algorithm`], with load counted in chunks.
     pub fn weighted(&self, weights: &[usize]) -> Algorithm {
-        self.build(&self.greedy_plan(weights))
-    }
-
-    /// Greedy parents for every class (see [`HopGraph::algorithm`]).
-    fn greedy_plan(&self, weights: &[usize]) -> TreePlan {
         let n = self.n;
         assert!(weights.iter().all(|&w| w > 0), "empty tree class");
+        let spec = Spec::reduce_scatter(n, weights.iter().sum());
+        let k = weights.len();
+        let total = spec.chunks;
         let (cap, dist, depth) = (&self.cap, &self.dist, self.depth);
         // Per (level, u, v): chunks on u → v at that level over all
         // classes, and messages of the current class there. Hash maps:
@@ -168,12 +166,15 @@ impl HopGraph {
         // levels × n².
         let mut load: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
         let mut uses: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
-        let mut parent = vec![vec![usize::MAX; n * n]; weights.len()];
+        let mut transfers = Vec::with_capacity(total * n * n.saturating_sub(1));
+        let mut offset = 0;
         for (j, &w) in weights.iter().enumerate() {
             uses.clear();
             for o in 0..n {
                 let d = &dist[o * n..(o + 1) * n];
-                for u in self.order(o) {
+                let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
+                order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
+                for &u in &order {
                     let step = depth - d[u];
                     let key = |v: usize| {
                         let at = (step, u, v);
@@ -183,67 +184,18 @@ impl HopGraph {
                             l as f64 / cap[u * n + v],
                         )
                     };
-                    let p = self
-                        .parents(o, u)
+                    // BFS distances: a rank at distance ≥ 1 has a
+                    // neighbour one hop closer.
+                    let p = self.next[u]
+                        .iter()
+                        .copied()
+                        .filter(|&v| d[v] + 1 == d[u])
                         .min_by(|&a, &b| {
                             let (ua, la) = key(a);
                             let (ub, lb) = key(b);
                             ua.cmp(&ub).then(la.total_cmp(&lb)).then(a.cmp(&b))
                         })
                         .expect("a rank one hop closer to the owner");
-                    parent[j][o * n + u] = p;
-                    *uses.entry((step, u, p)).or_insert(0) += 1;
-                    *load.entry((step, u, p)).or_insert(0) += w;
-                }
-            }
-        }
-        TreePlan {
-            weights: weights.to_vec(),
-            parent,
-        }
-    }
-
-    /// Ranks other than owner `o`, farthest first (ties by rank).
-    fn order(&self, o: usize) -> Vec<usize> {
-        let n = self.n;
-        let d = &self.dist[o * n..(o + 1) * n];
-        let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
-        order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
-        order
-    }
-
-    /// Candidate parents of u in owner o's trees: its direct neighbours
-    /// one hop closer to o (BFS distances: a rank at distance ≥ 1 has one).
-    fn parents(&self, o: usize, u: usize) -> impl Iterator<Item = usize> + '_ {
-        let n = self.n;
-        let d = &self.dist[o * n..(o + 1) * n];
-        let du = d[u];
-        self.next[u]
-            .iter()
-            .copied()
-            .filter(move |&v| d[v] + 1 == du)
-    }
-
-    /// The Algorithm of a plan: rank u at distance k from the owner sends
-    /// at step depth − k; the m-th message class j puts on one directed
-    /// pair at one step goes to channel j + m·k.
-    fn build(&self, plan: &TreePlan) -> Algorithm {
-        let n = self.n;
-        let weights = &plan.weights;
-        let spec = Spec::reduce_scatter(n, weights.iter().sum());
-        let k = weights.len();
-        let total = spec.chunks;
-        let (dist, depth) = (&self.dist, self.depth);
-        let mut uses: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
-        let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
-        let mut offset = 0;
-        for (j, &w) in weights.iter().enumerate() {
-            uses.clear();
-            for o in 0..n {
-                let d = &dist[o * n..(o + 1) * n];
-                for u in self.order(o) {
-                    let step = depth - d[u];
-                    let p = plan.parent[j][o * n + u];
                     let m = uses.entry((step, u, p)).or_insert(0);
                     for i in 0..w {
                         transfers.push(Transfer {
@@ -255,6 +207,7 @@ impl HopGraph {
                         });
                     }
                     *m += 1;
+                    *load.entry((step, u, p)).or_insert(0) += w;
                 }
             }
             offset += w;
@@ -265,13 +218,6 @@ impl HopGraph {
             transfers,
         }
     }
-}
-
-/// Per tree class: its weight (chunks per shard) and every rank's parent
-/// per owner (`parent[class][owner · n + rank]`).
-struct TreePlan {
-    weights: Vec<usize>,
-    parent: Vec<Vec<usize>>,
 }
 
 /// The latency-tree algorithm with `spec.chunks` tree classes, or None
