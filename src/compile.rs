@@ -216,15 +216,22 @@ pub fn auto(
         if let Some(p) = progress {
             p(i, algos.len() + 1, &format!("synthesizing {}", a.name()));
         }
-        if a == Algo::Tree
-            && (topo.num_ranks() > synth::DIRECT_MAX_RANKS || !synth::tree::applies(topo))
-        {
-            skipped.push(format!(
-                "tree: not offered ({} ranks; offered up to {} when some ranks are not direct neighbours)",
-                topo.num_ranks(),
-                synth::DIRECT_MAX_RANKS
-            ));
-            continue;
+        if a == Algo::Tree {
+            let why = if topo.num_ranks() > synth::DIRECT_MAX_RANKS {
+                Some(format!(
+                    "{} ranks (offered up to {})",
+                    topo.num_ranks(),
+                    synth::DIRECT_MAX_RANKS
+                ))
+            } else if !synth::tree::applies(topo) {
+                Some("every pair of ranks is direct neighbours, so the trees would be the direct schedule".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                skipped.push(format!("tree: not offered: {why}"));
+                continue;
+            }
         }
         if a == Algo::Flow {
             if let Err(why) = synth::flow_promising(topo, &opts.synth) {

@@ -301,7 +301,7 @@ pub fn flow_promising(topo: &Topology, o: &SynthOptions) -> Result<(), String> {
     let f = flow::solve(topo, o.time_limit_s)?;
     match mix::solve(topo, &families(topo), o.time_limit_s) {
         Ok(m) if f.t >= 0.99 * m.t => Err(format!(
-            "flow: its LP ({:.4}) is within 1 % of the mixture's ({:.4}), which pipelines better",
+            "flow: not scored: its LP optimum ({:.4}) is not 1 % below the mixture's ({:.4}), whose families pipeline better",
             f.t, m.t
         )),
         _ => Ok(()),
