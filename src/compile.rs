@@ -131,9 +131,15 @@ pub fn compile_one(
                         continue;
                     }
                 }
-                let report = verify::verify(&program, &vopts).map_err(|e| {
-                    CompileError::Internal(format!("{} failed verification: {e}", alg.name))
-                })?;
+                // A candidate the verifier rejects is never emitted; the
+                // next one is tried, and the reason is reported.
+                let report = match verify::verify(&program, &vopts) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        fallbacks.push(format!("{}: rejected by the verifier: {e}", alg.name));
+                        continue;
+                    }
+                };
                 return Ok(Compiled {
                     algo,
                     algorithm: alg,
@@ -152,7 +158,7 @@ pub fn compile_one(
         }
     }
     Err(CompileError::Request(format!(
-        "{}: no candidate fits the runtime's limits: {}",
+        "{}: no candidate fits the runtime's limits and passes the verifier: {}",
         algo.name(),
         fallbacks.join("; ")
     )))

@@ -18,7 +18,7 @@ fn verify(path: &str) -> (i32, String) {
 #[test]
 fn other_tools_files_verify() {
     for f in [
-        "tests/data/xml/allpairs_rs_4.xml",
+        "tests/data/xml/allpairs_rs_4_8mib.xml",
         "tests/data/xml/legacy_ring_rs_4.xml",
         "tests/data/xml/lenient.xml",
         "tests/data/xml/ring_rs_8.xml",
@@ -29,6 +29,20 @@ fn other_tools_files_verify() {
         assert_eq!(code, 0, "{f}: {text}");
         assert!(text.contains("valid reduce-scatter"), "{f}: {text}");
     }
+}
+
+/// msccl-tools' all-pairs moves four chunks per step and sends before it
+/// receives on each pair. MSCCL runs such a step as one message only while
+/// the four chunks fit one 2 MiB Simple tile; above that it is four
+/// messages, both ends fill their two-slot FIFOs and wait for each other.
+/// Unbounded (`maxBytes="0"`) the file is a deadlock, and the error says
+/// which `maxBytes` makes it safe; with that bound it verifies (above).
+#[test]
+fn multi_chunk_steps_deadlock_once_split_unless_maxbytes_keeps_them_whole() {
+    let (code, text) = verify("tests/data/xml/allpairs_rs_4.xml");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("[deadlock]"), "{text}");
+    assert!(text.contains("maxBytes ≤ 8388608"), "{text}");
 }
 
 #[test]

@@ -315,11 +315,23 @@ fn run_typed<T: Elem, O: Op<T>>(
     }
     let mut bufs = cpu::Buffers::<T>::new(plan, max_count)?;
     let mut rows = Vec::new();
+    // Widest multi-chunk step: the tile never needs to exceed that many
+    // chunks (MSCCL moves such a step as one call while it fits a tile).
+    let max_cnt = plan
+        .tbs
+        .iter()
+        .flat_map(|t| t.steps.iter())
+        .map(|s| s.cnt)
+        .max()
+        .unwrap_or(1)
+        .max(1);
     for (req, count) in counts {
         let chunk = count * n / plan.c;
         let geo = cpu::Geometry {
             chunk,
-            tile: (opts.tile_bytes / esz).max(1).min(chunk),
+            tile: (opts.tile_bytes / esz)
+                .max(1)
+                .min(chunk.saturating_mul(max_cnt)),
             fifo_slots: opts.fifo_slots.max(1),
             inplace,
             stall: opts.stall_timeout,

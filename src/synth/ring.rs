@@ -172,6 +172,7 @@ fn hamiltonian(n: usize, edge: impl Fn(usize, usize) -> bool) -> Option<Vec<usiz
 /// Ring reduce-scatter with the given ring orders and `chunks` chunks per
 /// shard (at most `rings.len()` rings are used: one per chunk block).
 pub fn ring_algorithm(spec: Spec, rings: &[Vec<usize>]) -> Algorithm {
+    use crate::lower::MAX_CHANNELS;
     let n = spec.ranks;
     let c = spec.chunks;
     let r = rings.len().min(c).max(1);
@@ -195,7 +196,12 @@ pub fn ring_algorithm(spec: Spec, rings: &[Vec<usize>]) -> Algorithm {
                         chunk,
                         src,
                         dst,
-                        channel: ri,
+                        // One channel per chunk: chunks of one ring on
+                        // one channel would move as a multi-chunk step,
+                        // which MSCCL splits into one message per chunk,
+                        // and every rank's first send would then overfill
+                        // the two-slot FIFO before anyone receives.
+                        channel: if c <= MAX_CHANNELS { j } else { ri },
                     });
                 }
             }

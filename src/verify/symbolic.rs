@@ -16,7 +16,7 @@
 
 use super::structure::Index;
 use super::{at, VerifyError};
-use crate::ir::{Buf, Program, StepKind};
+use crate::ir::{Buf, Program, Step, StepKind};
 use std::collections::HashMap;
 
 /// A symbolic value: the multiset of contributions a slot sums.
@@ -205,18 +205,70 @@ struct Instr {
     snap: u32,
 }
 
+/// Primitive calls of a step: MSCCL runs a step with `cnt` = k as k calls
+/// (one chunk each) whenever a chunk is at least half a tile
+/// (msccl_setup.cc: mscclSetupCount), so each call is one message through
+/// the connection's FIFO. Local steps are one event.
+fn calls_of(s: &Step, split: bool) -> u32 {
+    if split && (s.kind.sends() || s.kind.recvs()) {
+        s.cnt.max(1) as u32
+    } else {
+        1
+    }
+}
+
+/// Events of a step: per call a receive then a send (`rrs`, `rcs`,
+/// `rrcs`), or one of them, or one local event.
+fn events_of(s: &Step, split: bool) -> usize {
+    let per_call = if s.kind.sends() && s.kind.recvs() {
+        2
+    } else {
+        1
+    };
+    calls_of(s, split) as usize * per_call
+}
+
+/// The receive event of call i of a receiving step whose first event is
+/// `first`.
+fn recv_event(first: u32, s: &Step, i: u32) -> u32 {
+    if s.kind.sends() {
+        first + 2 * i
+    } else {
+        first + i
+    }
+}
+
+/// The send event of call i of a sending step whose first event is `first`.
+fn send_event(first: u32, s: &Step, i: u32) -> u32 {
+    if s.kind.recvs() {
+        first + 2 * i + 1
+    } else {
+        first + i
+    }
+}
+
 /// Build the event graph and an execution order.
 ///
-/// Each step is one or two events: a receive event R then a send event S
-/// (`rrs`, `rcs`, `rrcs` have both), or one local event. Edges: R → S inside
-/// a step; program order (last event of a step → first event of the next);
+/// A step with `cnt` = k is k primitive calls, one message each (MSCCL
+/// splits a multi-chunk step so whenever a chunk is at least half a tile,
+/// i.e. at every large size; rscc's executor always does). Each call is a
+/// receive event R then a send event S (`rrs`, `rcs`, `rrcs`), or one of
+/// them; a local step is one event. Edges: the events of a step in order;
+/// program order (last event of a step → first event of the next);
 /// dependencies (last event of the target → first event of the waiter); on
-/// each connection the k-th send → the k-th receive (the data), and the
-/// (k−1)-th receive → the k-th send (a FIFO of one message: the most
-/// conservative buffering that still lets a ring start; the runtime has 8
-/// slots, so a schedule acyclic here cannot deadlock there). A cycle is a
-/// deadlock.
-fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
+/// each connection the m-th message's send → its receive (the data), and
+/// the consumption of message m − 2 → the send of message m: a FIFO of two
+/// messages, MSCCL's depth per connection (NCCL_STEPS slots hold two 2 MiB
+/// tiles; the simulator and the CPU executor default to the same). A
+/// message is consumed by its receive event, or, in a fused
+/// receive-and-send, by the send event of the same call: the primitive
+/// holds its input slot until its own output has room, as MSCCL's and the
+/// executor's do. (One slot under those rules deadlocks every ring; one
+/// message per step and freeing the slot when the receive starts, as
+/// before, missed deadlocks the executor hit: graded tree classes, whose
+/// `cnt` = 2 and 3 steps put several messages of one step on one ring
+/// connection.) A cycle is a deadlock.
+fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
     let idx = Index::new(p);
     if p.num_steps() >= (u32::MAX / 4) as usize {
         return Err(VerifyError::new(
@@ -262,11 +314,16 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
         .enumerate()
     {
         first[gid] = nodes as u32;
-        nodes += if s.kind.recvs() && s.kind.sends() {
-            2
-        } else {
-            1
-        };
+        nodes += events_of(s, split);
+        if nodes >= (u32::MAX / 2) as usize {
+            return Err(VerifyError::new(
+                "size",
+                format!(
+                    "{} steps with {nodes}+ messages are more than the verifier handles",
+                    p.num_steps()
+                ),
+            ));
+        }
         last[gid] = nodes as u32 - 1;
         if s.kind.sends() {
             msg_off[gid] = msg_total.min(NONE as usize) as u32;
@@ -347,13 +404,13 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
     let for_each_edge = |f: &mut dyn FnMut(u32, u32)| {
         let mut me = 0usize;
         for t in p.gpus.iter().flat_map(|g| g.tbs.iter()) {
-            // The previous receive of this threadblock: its connection's
-            // (k−1)-th receive.
-            let mut prev_recv = NONE;
+            // Where the last two messages this threadblock received were
+            // consumed (its connection's (m−2)-th and (m−1)-th).
+            let (mut cons2, mut cons1) = (NONE, NONE);
             for (si, st) in t.steps.iter().enumerate() {
                 let (fm, lm) = (first[me], last[me]);
-                if fm != lm {
-                    f(fm, lm);
+                for e in fm..lm {
+                    f(e, e + 1);
                 }
                 if si > 0 {
                     f(last[me - 1], fm);
@@ -363,11 +420,25 @@ fn plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
                 }
                 if st.kind.recvs() {
                     let snd = pair_prev[me] as usize;
-                    f(last[snd], fm);
-                    if prev_recv != NONE {
-                        f(first[prev_recv as usize], last[snd]);
+                    let ss = step_of(snd);
+                    for i in 0..calls_of(st, split) {
+                        let (r, sent) = (recv_event(fm, st, i), send_event(first[snd], ss, i));
+                        f(sent, r);
+                        if cons2 != NONE {
+                            // Two slots: message m needs message m − 2
+                            // consumed.
+                            f(cons2, sent);
+                        }
+                        // A fused receive-and-send holds its input slot
+                        // until its own output has room.
+                        let consumed = if st.kind.sends() {
+                            send_event(fm, st, i)
+                        } else {
+                            r
+                        };
+                        cons2 = cons1;
+                        cons1 = consumed;
                     }
-                    prev_recv = me as u32;
                 }
                 me += 1;
             }
@@ -740,9 +811,45 @@ fn postcondition<V: Sym>(
     Ok(())
 }
 
+/// The event plan under the buffering the program will meet. MSCCL moves a
+/// multi-chunk step as one message only while `cnt` chunks fit in one
+/// Simple tile (2 MiB; maxAllowedCount ≥ cnt), and as one message per chunk
+/// above that, so a file is checked per chunk unless its `maxBytes` keeps
+/// every call below that size. When the per-chunk check finds a cycle and
+/// the one-message check does not, the error says which `maxBytes` would
+/// make the file safe.
+fn deadlock_free_plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
+    let max_cnt = p
+        .gpus
+        .iter()
+        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
+        .filter(|s| s.kind.sends() || s.kind.recvs())
+        .map(|s| s.cnt.max(1) as u64)
+        .max()
+        .unwrap_or(1);
+    let tile = crate::sim::SimOptions::default().tile_bytes;
+    let chunks = p.nchunksperloop.max(1) as u64;
+    // Largest message size S with every multi-chunk step one call:
+    // (S / nchunksperloop) · max cnt ≤ tile.
+    let one_call_up_to = tile * chunks / max_cnt;
+    let small_only = matches!(p.max_bytes, Some(m) if m > 0 && (m as u64) <= one_call_up_to);
+    match plan(p, !small_only) {
+        Err(e) if e.rule == "deadlock" && max_cnt > 1 && !small_only && plan(p, false).is_ok() => {
+            Err(VerifyError::new(
+                "deadlock",
+                format!(
+                    "{} once MSCCL splits its multi-chunk steps (cnt up to {max_cnt}) into one message per chunk, above {one_call_up_to} B; with maxBytes ≤ {one_call_up_to} each step stays one message and the file is safe",
+                    e.msg
+                ),
+            ))
+        }
+        r => r,
+    }
+}
+
 /// Run every declared aliasing mode; returns the modes proven.
 pub(crate) fn run(p: &Program) -> Result<Vec<&'static str>, VerifyError> {
-    let plan = plan(p)?;
+    let plan = deadlock_free_plan(p)?;
     let mut modes = Vec::new();
     let mut todo = Vec::new();
     if p.outofplace {
