@@ -139,8 +139,12 @@ pub fn round(weights: &[f64], chunks: usize) -> Vec<usize> {
 }
 
 /// Build the mixed Algorithm: `counts[i]` chunks of every shard follow
-/// family i (consecutive chunks, so they move together).
-pub fn combine(families: &[Algorithm], counts: &[usize], name: &str) -> Algorithm {
+/// family i (consecutive chunks, so they move together as one multi-chunk
+/// step). With `spread`, each of those chunks gets its own copy of the
+/// family's channels instead, so every step moves one chunk: a family that
+/// starts every chain with a send (a ring) deadlocks once MSCCL splits a
+/// multi-chunk step into one message per chunk (docs/verifier.md).
+pub fn combine(families: &[Algorithm], counts: &[usize], name: &str, spread: bool) -> Algorithm {
     let n = families[0].spec.ranks;
     let chunks: usize = counts.iter().sum();
     let spec = Spec::reduce_scatter(n, chunks);
@@ -151,18 +155,19 @@ pub fn combine(families: &[Algorithm], counts: &[usize], name: &str) -> Algorith
         if k == 0 {
             continue;
         }
+        let ch = f.num_channels();
         for t in &f.transfers {
             let o = f.spec.owner(t.chunk);
             for j in 0..k {
                 transfers.push(Transfer {
                     chunk: o * chunks + first_chunk + j,
-                    channel: chan_base + t.channel,
+                    channel: chan_base + t.channel + if spread { j * ch } else { 0 },
                     ..*t
                 });
             }
         }
         first_chunk += k;
-        chan_base += f.num_channels();
+        chan_base += if spread { k * ch } else { ch };
     }
     Algorithm {
         name: name.into(),

@@ -218,9 +218,18 @@ pub fn candidates(
                 None => best_chunk_count(topo, &fams, &m),
             };
             let counts = mix::round(&m.weights, chunks);
-            let a = mix::combine(&fams, &counts, "mix");
             let _ = used;
-            Ok(built(vec![a]))
+            // Chunks of a family move together; if that is rejected (a
+            // ring family's multi-chunk steps deadlock once split), each
+            // chunk on its own channels.
+            let fams = std::rc::Rc::new(fams);
+            Ok([false, true]
+                .into_iter()
+                .map(|spread| {
+                    let (fams, counts) = (fams.clone(), counts.clone());
+                    Box::new(move || mix::combine(&fams, &counts, "mix", spread)) as Candidate
+                })
+                .collect())
         }
         Algo::Flow => {
             if n > flow::FLOW_MAX_RANKS {
