@@ -178,8 +178,10 @@ pub fn candidates(
             // classes (GRADES groups of the default class count k), then
             // fewer groups, then k equal classes, then one class: each a
             // fallback for when the one before exceeds the runtime's limits
-            // (DGX-1's 80 SMs hold two groups, not three). All are built
-            // from one hop graph, each only when the driver asks for it.
+            // (DGX-1's 80 SMs hold two groups, not three) or is rejected by
+            // the verifier (rings: multi-chunk sends start every chain).
+            // All are built from one hop graph, each only when the driver
+            // asks for it.
             let g = std::rc::Rc::new(g);
             let mut out: Vec<Candidate> = Vec::new();
             if let Some(c) = o.chunks {

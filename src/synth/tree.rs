@@ -18,7 +18,9 @@
 //! relays in parallel instead of one). See [`tree_algorithm`]. By default
 //! the classes are *graded* — groups of 1, 2 and 3 chunks — so the light
 //! ones run a hop ahead of the heavy ones and the levels of a shard
-//! overlap ([`HopGraph::graded`]).
+//! overlap ([`HopGraph::graded`]); where their multi-chunk steps would
+//! deadlock once MSCCL splits them per chunk (rings), the verifier rejects
+//! them and the driver takes equal classes.
 
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
 use rustc_hash::FxHashMap;
