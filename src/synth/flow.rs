@@ -7,12 +7,17 @@
 //! of the shard u sends to v. Ranks are ordered per owner (by the α of
 //! their route to d, or by maximum adjacency from d: both are solved, the
 //! better kept) and u may send only to ranks before it, so however the
-//! elements are split every element's parents form a tree. The LP (good_lp + HiGHS)
+//! elements are split every element's parents form a tree. The LP (good_lp
+//! + HiGHS):
 //!
-//!   minimise t (+ 10⁻⁶ · Σ f · ([v ≠ d] + α(u→v) / α_max), a tie-break
-//!   towards sending straight to the owner, then over short routes)  subject to  Σ_v f[d][u→v] = 1  for every owner d and rank u ≠ d,
-//!                        Σ_{d, u→v whose route uses e} f[d][u→v] ≤ t · c_e  for every link e,
+//! ```text
+//! minimise t + 10⁻⁶ · Σ f · ([v ≠ d] + α(u→v) / α_max)
+//! subject to  Σ_v f[d][u→v] = 1                    for every owner d, rank u ≠ d,
+//!             Σ_{d, u→v routed over e} f[d][u→v] ≤ t · c_e   for every link e,
+//! ```
 //!
+//! (the small term prefers sending straight to the owner, then short
+//! routes)
 //! gives t · (S/N) as the bandwidth time of a message of S bytes, to compare
 //! with the cut bound x*·(S/N) (docs/cost-model.md §1). Every rank sends
 //! exactly one shard per owner, which is what the single-GPU cuts ask; the
