@@ -838,7 +838,7 @@ fn deadlock_free_plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
             Err(VerifyError::new(
                 "deadlock",
                 format!(
-                    "{} once MSCCL splits its multi-chunk steps (cnt up to {max_cnt}) into one message per chunk, above {one_call_up_to} B; with maxBytes ≤ {one_call_up_to} each step stays one message and the file is safe",
+                    "{}. The cycle needs MSCCL's split of multi-chunk steps (cnt up to {max_cnt}) into one message per chunk, which happens above {one_call_up_to} B; with maxBytes ≤ {one_call_up_to} each step stays one message and the file is safe",
                     e.msg
                 ),
             ))
