@@ -8,6 +8,17 @@
 
 use std::fmt;
 
+/// NCCL's default connection buffer (NCCL_BUFFSIZE), bytes.
+pub const NCCL_BUFFSIZE: u64 = 4 << 20;
+/// NCCL's buffer slots per connection (NCCL_STEPS).
+pub const NCCL_STEPS: u32 = 8;
+/// MSCCL's Simple-protocol tile: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 buffer
+/// steps of NCCL_BUFFSIZE / NCCL_STEPS, 2 MiB (msccl-xml.md §5.3). A
+/// multi-chunk step is one message only while its chunks fit in one; the
+/// simulator, the verifier's buffering model and `flow`'s chunk count all
+/// use it.
+pub const SIMPLE_TILE_BYTES: u64 = (NCCL_STEPS as u64 / 2) * (NCCL_BUFFSIZE / NCCL_STEPS as u64);
+
 /// The collective a Program implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Collective {

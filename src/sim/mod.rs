@@ -19,10 +19,7 @@ use std::fmt;
 pub use engine::simulate;
 pub use report::{busbw_table, Row};
 
-/// NCCL's default connection buffer (NCCL_BUFFSIZE), bytes.
-pub const NCCL_BUFFSIZE: u64 = 4 << 20;
-/// NCCL's buffer slots per connection (NCCL_STEPS).
-pub const NCCL_STEPS: u32 = 8;
+pub use crate::ir::program::{NCCL_BUFFSIZE, NCCL_STEPS, SIMPLE_TILE_BYTES};
 
 /// Knobs of the cost model.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +49,7 @@ pub struct SimOptions {
 impl Default for SimOptions {
     fn default() -> Self {
         SimOptions {
-            tile_bytes: 4 * (NCCL_BUFFSIZE / NCCL_STEPS as u64),
+            tile_bytes: SIMPLE_TILE_BYTES,
             tiling: true,
             slots: NCCL_STEPS,
             slot_bytes: NCCL_BUFFSIZE / NCCL_STEPS as u64,

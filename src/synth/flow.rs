@@ -353,7 +353,7 @@ impl FlowLp {
     /// rounding, 9 chunks, simulates at 35.5 % of the bound; this choice, 2
     /// chunks, at 38.3 %).
     pub fn chunk_count(&self, topo: &Topology) -> usize {
-        let tile = crate::sim::SimOptions::default().tile_bytes as f64;
+        let tile = crate::ir::program::SIMPLE_TILE_BYTES as f64;
         let shard = (REFERENCE_BYTES / self.n.max(1) as u64) as f64;
         let mut best = (f64::INFINITY, 1);
         for c in 1..=FLOW_MAX_CHUNKS {

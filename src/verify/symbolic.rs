@@ -827,7 +827,7 @@ fn deadlock_free_plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
         .map(|s| s.cnt.max(1) as u64)
         .max()
         .unwrap_or(1);
-    let tile = crate::sim::SimOptions::default().tile_bytes;
+    let tile = crate::ir::program::SIMPLE_TILE_BYTES;
     let chunks = p.nchunksperloop.max(1) as u64;
     // Largest message size S with every multi-chunk step one call:
     // (S / nchunksperloop) · max cnt ≤ tile.
