@@ -63,6 +63,19 @@ fn absurd_chunk_counts_are_refused_before_any_work() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("int16"));
+    // Every ring chunk needs its own channel: more than 32 is refused up
+    // front, not reported as a verifier deadlock.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(["synth", "--topo", "topologies/ring8.json", "--algo", "ring"])
+        .args(["--chunks", "40", "-o", "/dev/null"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("at most 32 channels") && !err.contains("deadlock]"),
+        "{err}"
+    );
 }
 
 /// Lowering's order rules out deadlock only with unbounded connection

@@ -143,6 +143,12 @@ pub fn candidates(
             "auto is resolved by the driver (compile::compile)".into(),
         )),
         Algo::Ring => {
+            if let Some(c) = o.chunks.filter(|&c| c > crate::lower::MAX_CHANNELS) {
+                return Err(SynthError(format!(
+                    "--algo ring --chunks {c}: every chunk of a shard gets its own channel (chunks sharing one would move as multi-chunk steps, which deadlock a ring once MSCCL splits them), and MSCCL has at most {} channels",
+                    crate::lower::MAX_CHANNELS
+                )));
+            }
             let rings = std::rc::Rc::new(ring::find_rings(topo));
             // Full ring set first, then halves (fewer channels) as fallbacks;
             // each is built only when the one before it does not fit.
