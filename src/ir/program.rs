@@ -17,6 +17,8 @@ pub const NCCL_STEPS: u32 = 8;
 /// multi-chunk step is one message only while its chunks fit in one; the
 /// simulator, the verifier's buffering model and `flow`'s chunk count all
 /// use it.
+/// Most channels an MSCCL program may use (msccl-xml.md).
+pub const MAX_CHANNELS: usize = 32;
 pub const SIMPLE_TILE_BYTES: u64 = (NCCL_STEPS as u64 / 2) * (NCCL_BUFFSIZE / NCCL_STEPS as u64);
 
 /// The collective a Program implements.

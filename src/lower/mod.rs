@@ -40,8 +40,7 @@ use std::fmt;
 
 /// Largest chunks per step.
 const MAX_CNT: usize = 71;
-/// Largest number of channels.
-pub const MAX_CHANNELS: usize = 32;
+pub use crate::ir::program::MAX_CHANNELS;
 
 #[derive(Debug, Clone)]
 pub struct LowerOptions {

@@ -143,10 +143,10 @@ pub fn candidates(
             "auto is resolved by the driver (compile::compile)".into(),
         )),
         Algo::Ring => {
-            if let Some(c) = o.chunks.filter(|&c| c > crate::lower::MAX_CHANNELS) {
+            if let Some(c) = o.chunks.filter(|&c| c > crate::ir::program::MAX_CHANNELS) {
                 return Err(SynthError(format!(
                     "--algo ring --chunks {c}: every chunk of a shard gets its own channel (chunks sharing one would move as multi-chunk steps, which deadlock a ring once MSCCL splits them), and MSCCL has at most {} channels",
-                    crate::lower::MAX_CHANNELS
+                    crate::ir::program::MAX_CHANNELS
                 )));
             }
             let rings = std::rc::Rc::new(ring::find_rings(topo));
@@ -251,7 +251,7 @@ pub fn candidates(
             let c = o.chunks.unwrap_or_else(|| lp.chunk_count(topo));
             // One channel per owner (at most 32), then halving the channels
             // while the threadblocks exceed the runtime's limits.
-            let mut lanes = vec![n.min(crate::lower::MAX_CHANNELS)];
+            let mut lanes = vec![n.min(crate::ir::program::MAX_CHANNELS)];
             while *lanes.last().unwrap() > 1 {
                 let l = *lanes.last().unwrap();
                 lanes.push(l / 2);

@@ -172,7 +172,7 @@ fn hamiltonian(n: usize, edge: impl Fn(usize, usize) -> bool) -> Option<Vec<usiz
 /// Ring reduce-scatter with the given ring orders and `chunks` chunks per
 /// shard (at most `rings.len()` rings are used: one per chunk block).
 pub fn ring_algorithm(spec: Spec, rings: &[Vec<usize>]) -> Algorithm {
-    use crate::lower::MAX_CHANNELS;
+    use crate::ir::program::MAX_CHANNELS;
     let n = spec.ranks;
     let c = spec.chunks;
     let r = rings.len().min(c).max(1);
