@@ -66,3 +66,171 @@ proptest! {
         prop_assert!(v.is_ok(), "{}", v.err().map(|e| e.to_string()).unwrap_or_default());
     }
 }
+
+/// Per owner one random tree, and per chunk of its shard a variant: a few
+/// ranks get another channel or another parent (an earlier-joined rank),
+/// so consecutive chunks share some subtrees and not others — what
+/// lowering moves as runs (one message per sender over several blocks,
+/// and receives shared by several of the receiver's chains).
+fn shared_subtrees(n: usize, chunks: usize, seed: Vec<u32>) -> Algorithm {
+    let spec = Spec::reduce_scatter(n, chunks);
+    let mut it = seed.into_iter().cycle();
+    let mut next = |m: usize| it.next().unwrap_or(0) as usize % m.max(1);
+    let mut transfers = Vec::new();
+    for owner in 0..n {
+        let mut order: Vec<usize> = (0..n).filter(|&r| r != owner).collect();
+        for i in (1..order.len()).rev() {
+            let j = next(i + 1);
+            order.swap(i, j);
+        }
+        let mut joined = vec![owner];
+        let mut parent = vec![usize::MAX; n];
+        let mut chan = vec![0usize; n];
+        for &r in &order {
+            parent[r] = joined[next(joined.len())];
+            chan[r] = next(2);
+            joined.push(r);
+        }
+        for k in 0..chunks {
+            if k > 0 {
+                for (pos, &r) in order.iter().enumerate() {
+                    match next(8) {
+                        0 => chan[r] = next(3),
+                        1 => parent[r] = joined[next(pos + 1)],
+                        _ => {}
+                    }
+                }
+            }
+            let mut step = vec![0usize; n];
+            for &r in order.iter().rev() {
+                let p = parent[r];
+                if p != owner {
+                    step[p] = step[p].max(step[r] + 1);
+                }
+            }
+            for &r in &order {
+                transfers.push(Transfer {
+                    step: step[r],
+                    chunk: owner * chunks + k,
+                    src: r,
+                    dst: parent[r],
+                    channel: chan[r],
+                });
+            }
+        }
+    }
+    Algorithm {
+        name: "shared-subtrees".into(),
+        spec,
+        transfers,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    /// Runs lower to a correct Program. `maxBytes` = 1 B keeps every
+    /// multi-chunk step one message (the verifier's split model would
+    /// otherwise judge the buffering, not the lowering).
+    #[test]
+    fn runs_across_blocks_lower_and_verify(n in 2usize..8, chunks in 2usize..6, seed in proptest::collection::vec(any::<u32>(), 1..96)) {
+        let alg = shared_subtrees(n, chunks, seed);
+        prop_assert!(alg.check().is_ok(), "{:?}", alg.check());
+        let opts = LowerOptions { max_bytes: 1, ..LowerOptions::default() };
+        let p = lower(&alg, &opts);
+        prop_assert!(p.is_ok(), "{:?}", p.err());
+        let p = p.unwrap();
+        let v = verify(&p, &VerifyOptions::default());
+        prop_assert!(v.is_ok(), "{}", v.err().map(|e| e.to_string()).unwrap_or_default());
+    }
+}
+
+/// The shape runs exist for: a bidirectional ring where each half of a
+/// shard is cut into pieces with their own channels on the long (critical)
+/// side and one shared channel on the short side. The short side moves as
+/// one message per hop, its receive at the owner heads every piece's
+/// chain, and the result verifies.
+fn pieces_on_a_ring(pieces: &[usize]) -> Algorithm {
+    let n = 8;
+    let m: usize = pieces.iter().sum();
+    let spec = Spec::reduce_scatter(n, 2 * m);
+    let mut transfers = Vec::new();
+    let at = |d: usize, k: i64| (d as i64 + k).rem_euclid(n as i64) as usize;
+    for d in 0..n {
+        for (half, dir) in [(0usize, 1i64), (1, -1)] {
+            let mut off = 0;
+            for (j, &w) in pieces.iter().enumerate() {
+                for x in 0..w {
+                    let chunk = d * 2 * m + half * m + off + x;
+                    for k in 1..=4i64 {
+                        transfers.push(Transfer {
+                            step: (4 - k) as usize,
+                            chunk,
+                            src: at(d, dir * k),
+                            dst: at(d, dir * (k - 1)),
+                            channel: j,
+                        });
+                    }
+                    for k in 1..4i64 {
+                        transfers.push(Transfer {
+                            step: (3 - k) as usize,
+                            chunk,
+                            src: at(d, -dir * k),
+                            dst: at(d, -dir * (k - 1)),
+                            channel: pieces.len(),
+                        });
+                    }
+                }
+                off += w;
+            }
+        }
+    }
+    Algorithm {
+        name: "pieces".into(),
+        spec,
+        transfers,
+    }
+}
+
+#[test]
+fn a_shared_branch_moves_as_one_message() {
+    let pieces = [1usize, 2, 3];
+    let alg = pieces_on_a_ring(&pieces);
+    alg.check().unwrap();
+    let opts = LowerOptions {
+        max_bytes: 1 << 20,
+        ..LowerOptions::default()
+    };
+    let p = lower(&alg, &opts).unwrap();
+    verify(&p, &VerifyOptions::default()).unwrap();
+    let steps: Vec<&rscc::ir::Step> = p.gpus[0].tbs.iter().flat_map(|t| t.steps.iter()).collect();
+    // The short side: one message of all 6 chunks of a half per hop.
+    assert!(steps.iter().any(|s| s.cnt == 6), "no merged message");
+    // Pieces keep their sizes on the long side.
+    for w in pieces {
+        assert!(steps.iter().any(|s| s.cnt == w as i64), "no piece of {w}");
+    }
+    // The owner's merged receive is a dependency target of the pieces.
+    assert!(steps.iter().any(|s| s.cnt == 6 && s.hasdep));
+}
+
+/// A run never exceeds the 71 chunks a step may move: three pieces of 30
+/// chunks share their short side, which moves as 60 + 30, not 90.
+#[test]
+fn runs_respect_the_step_size_limit() {
+    let alg = pieces_on_a_ring(&[30, 30, 30]);
+    alg.check().unwrap();
+    let opts = LowerOptions {
+        max_bytes: 1 << 20,
+        ..LowerOptions::default()
+    };
+    let p = lower(&alg, &opts).unwrap();
+    verify(&p, &VerifyOptions::default()).unwrap();
+    let cnts: std::collections::BTreeSet<i64> = p
+        .gpus
+        .iter()
+        .flat_map(|g| g.tbs.iter())
+        .flat_map(|t| t.steps.iter())
+        .map(|s| s.cnt)
+        .collect();
+    assert_eq!(cnts.into_iter().collect::<Vec<_>>(), vec![30, 60]);
+}

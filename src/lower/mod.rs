@@ -3,7 +3,14 @@
 //!
 //! One mechanism does it all (docs/architecture.md "Lowering"):
 //! 1. chunks whose trees are identical and whose indices are consecutive
-//!    form a *block* that moves as one multi-chunk step (`cnt` > 1);
+//!    form a *block* that moves as one multi-chunk step (`cnt` > 1); and
+//!    per rank, consecutive blocks of one owner in which that rank's whole
+//!    subtree is identical form a *run* it moves as one message (its
+//!    receives, reduction and send once for the run). The receiver of such
+//!    a message may split the run further — a receive then spans several
+//!    of its chains and must head them all or follow one op they share
+//!    (an MSCCL step waits on one dependency), else the sender's run is
+//!    cut there too ([`Runs`]);
 //! 2. per rank and block, the tree gives a chain of operations: receive-and-
 //!    reduce each child's partial sum into an accumulator (the output slot at
 //!    the owner, a scratch slot elsewhere), then send the accumulator to the
@@ -92,7 +99,7 @@ impl std::error::Error for LowerError {}
 enum Slot {
     In(u32),
     Out(u32),
-    /// The accumulator of block b (scratch).
+    /// The accumulator of the chunks from c on (scratch).
     Acc(u32),
 }
 
@@ -115,13 +122,214 @@ struct Op {
     peer: u32,
     src: Slot,
     dst: Slot,
-    block: u32,
+    /// Chunks it moves (the step's `cnt`).
+    cnt: u32,
 }
 
 struct Block {
     start: usize,
     len: usize,
     owner: usize,
+}
+
+/// Message runs (item 1 of the module doc): per rank, consecutive blocks
+/// of one owner whose partial sums that rank computes identically — its
+/// whole subtree is the same — so it moves them as one message. Only owners
+/// whose shard is several blocks have runs; elsewhere a run is a block.
+struct Runs {
+    /// Per owner with several blocks: (first block, blocks, offset in
+    /// `cut`).
+    owner: Vec<Option<(usize, usize, usize)>>,
+    /// `cut[off + v·(nb − 1) + i]`: rank v's run ends between blocks
+    /// first + i and first + i + 1.
+    cut: Vec<bool>,
+}
+
+/// One block's tree: every rank's parent edge (dst, step, channel) and its
+/// children (step, src, channel) sorted as the chains list them.
+struct TreeView {
+    parent: Vec<Option<(usize, usize, usize)>>,
+    kid_start: Vec<usize>,
+    kids: Vec<(usize, usize, usize)>,
+}
+
+impl TreeView {
+    fn new(n: usize, transfers: &[(usize, usize, usize, usize)]) -> TreeView {
+        let mut parent = vec![None; n];
+        let mut by_dst: Vec<(usize, usize, usize, usize)> = transfers
+            .iter()
+            .map(|&(src, dst, step, ch)| (dst, step, src, ch))
+            .collect();
+        by_dst.sort_unstable();
+        let mut kid_start = vec![0usize; n + 1];
+        for &(dst, step, src, ch) in &by_dst {
+            kid_start[dst + 1] += 1;
+            parent[src] = Some((dst, step, ch));
+        }
+        for v in 0..n {
+            kid_start[v + 1] += kid_start[v];
+        }
+        let kids = by_dst
+            .iter()
+            .map(|&(_, st, src, ch)| (st, src, ch))
+            .collect();
+        TreeView {
+            parent,
+            kid_start,
+            kids,
+        }
+    }
+    fn kids(&self, v: usize) -> &[(usize, usize, usize)] {
+        &self.kids[self.kid_start[v]..self.kid_start[v + 1]]
+    }
+}
+
+impl Runs {
+    fn new(n: usize, blocks: &[Block], per_chunk: &[Vec<(usize, usize, usize, usize)>]) -> Runs {
+        let mut runs = Runs {
+            owner: vec![None; n],
+            cut: Vec::new(),
+        };
+        let mut b = 0;
+        while b < blocks.len() {
+            let o = blocks[b].owner;
+            let mut e = b + 1;
+            while e < blocks.len() && blocks[e].owner == o {
+                e += 1;
+            }
+            if e - b > 1 {
+                let off = runs.cut.len();
+                runs.cut.resize(off + n * (e - b - 1), false);
+                runs.owner[o] = Some((b, e - b, off));
+                let views: Vec<TreeView> = (b..e)
+                    .map(|x| TreeView::new(n, &per_chunk[blocks[x].start]))
+                    .collect();
+                runs.cut_owner(n, o, &blocks[b..e], &views);
+            }
+            b = e;
+        }
+        runs
+    }
+
+    /// Rank v's run containing block b: blocks [start, end).
+    fn run(&self, v: usize, b: usize, blocks: &[Block]) -> (usize, usize) {
+        let Some((first, nb, off)) = self.owner[blocks[b].owner] else {
+            return (b, b + 1);
+        };
+        let cut = &self.cut[off + v * (nb - 1)..off + (v + 1) * (nb - 1)];
+        let i = b - first;
+        let mut s = i;
+        while s > 0 && !cut[s - 1] {
+            s -= 1;
+        }
+        let mut e = i;
+        while e + 1 < nb && !cut[e] {
+            e += 1;
+        }
+        (first + s, first + e + 1)
+    }
+
+    /// The cuts of one owner's blocks `bl` (trees `views`):
+    /// 1. rank v is cut between blocks i and i + 1 unless its parent edge
+    ///    and children agree and every child is uncut there (so its
+    ///    subtree is identical); the owner is always cut;
+    /// 2. a run holds at most MAX_CNT chunks, and a parent is cut wherever
+    ///    a child is (a message never spans a child's two messages);
+    /// 3. a receive that spans several of the receiver's runs is one step
+    ///    in all their chains, and an MSCCL step waits on one dependency:
+    ///    it must have the same predecessor in each (or none); where it
+    ///    does not, the child is cut at the receiver's cuts.
+    fn cut_owner(&mut self, n: usize, o: usize, bl: &[Block], views: &[TreeView]) {
+        let (_, nb, off) = self.owner[o].expect("owner with several blocks");
+        let w = nb - 1;
+        let at = |v: usize, i: usize| off + v * w + i;
+        // Mark v cut at i, and every ancestor (block i's tree) up to the
+        // first one already cut.
+        let mark_up = |cut: &mut Vec<bool>, mut v: usize, i: usize| {
+            cut[at(v, i)] = true;
+            while let Some((p, _, _)) = views[i].parent[v] {
+                if cut[at(p, i)] {
+                    break;
+                }
+                cut[at(p, i)] = true;
+                v = p;
+            }
+        };
+        for i in 0..w {
+            let (a, b) = (&views[i], &views[i + 1]);
+            let differs: Vec<usize> = (0..n)
+                .filter(|&v| v == o || a.parent[v] != b.parent[v] || a.kids(v) != b.kids(v))
+                .collect();
+            for v in differs {
+                mark_up(&mut self.cut, v, i);
+            }
+        }
+        for v in 0..n {
+            let mut acc = bl[0].len;
+            for i in 0..w {
+                let next = bl[i + 1].len;
+                if self.cut[at(v, i)] {
+                    acc = next;
+                } else if acc + next > MAX_CNT {
+                    mark_up(&mut self.cut, v, i);
+                    acc = next;
+                } else {
+                    acc += next;
+                }
+            }
+        }
+        let run = |cut: &[bool], v: usize, i: usize| {
+            let mut s = i;
+            while s > 0 && !cut[at(v, s - 1)] {
+                s -= 1;
+            }
+            let mut e = i;
+            while e < w && !cut[at(v, e)] {
+                e += 1;
+            }
+            (s, e + 1)
+        };
+        loop {
+            let mut changed = false;
+            for p in 0..n {
+                let mut qs = 0;
+                while qs < nb {
+                    let (_, qe) = run(&self.cut, p, qs);
+                    for &(_, c, _) in views[qs].kids(p) {
+                        let (rs, re) = run(&self.cut, c, qs);
+                        if rs != qs || re == qe {
+                            continue;
+                        }
+                        // Shared by p's runs in [rs, re): same predecessor?
+                        let pred = |q: usize| {
+                            let kids = views[q].kids(p);
+                            let k = kids.iter().position(|x| x.1 == c).expect("child");
+                            (k > 0).then(|| (kids[k - 1].1, run(&self.cut, kids[k - 1].1, q).0))
+                        };
+                        let first = pred(qs);
+                        let mut q = qe;
+                        let mut same = true;
+                        while q < re {
+                            same &= pred(q) == first;
+                            q = run(&self.cut, p, q).1;
+                        }
+                        if !same {
+                            for i in rs..re - 1 {
+                                if self.cut[at(p, i)] && !self.cut[at(c, i)] {
+                                    self.cut[at(c, i)] = true;
+                                    changed = true;
+                                }
+                            }
+                        }
+                    }
+                    qs = qe;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+    }
 }
 
 /// Chunks per block on average (at least 1): transfers of a block are
@@ -250,8 +458,9 @@ fn lower_with_window(
     let ranges: Vec<std::ops::Range<usize>> = (0..parts_n)
         .map(|k| k * per..((k + 1) * per).min(n))
         .collect();
+    let runs = Runs::new(n, &blocks, &per_chunk);
     let parts = crate::par::map(&ranges, |r| {
-        lower_ranks(alg, &blocks, &per_chunk, mchan, r.clone())
+        lower_ranks(alg, &blocks, &runs, &per_chunk, mchan, r.clone())
     });
     let mut gpus = Vec::with_capacity(n);
     let mut max_chan = 0usize;
@@ -280,6 +489,7 @@ fn lower_with_window(
 fn lower_ranks(
     alg: &Algorithm,
     blocks: &[Block],
+    runs: &Runs,
     per_chunk: &[Vec<(usize, usize, usize, usize)>],
     mchan: impl Fn(usize, usize) -> usize,
     ranks: std::ops::Range<usize>,
@@ -300,16 +510,22 @@ fn lower_ranks(
             per_rank[t.dst - lo] += 1;
         }
     }
-    // Per rank: its ops, and per block the chain's op ids (a contiguous range).
+    // Per rank: its ops; per run a chain, the op ids it runs in order
+    // (ranges into `chain_ops`). A receive that spans several of the
+    // rank's runs is one op at the head of each of their chains (`shared`).
     let mut ops: Vec<Vec<Op>> = per_rank
         .iter()
         .map(|&k| Vec::with_capacity(k / chunks_per_block(blocks, total) + blocks.len()))
         .collect();
     let mut chains: Vec<Vec<std::ops::Range<usize>>> =
         vec![Vec::with_capacity(blocks.len()); ranks.len()];
+    let mut chain_ops: Vec<Vec<usize>> = per_rank.iter().map(|&k| Vec::with_capacity(k)).collect();
+    let mut shared: Vec<HashMap<(usize, usize), usize>> = vec![HashMap::default(); ranks.len()];
     let mut by_dst: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut child_start = vec![0usize; n + 1];
     let mut parent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
+    let chunks_of =
+        |rs: usize, re: usize| -> u32 { blocks[rs..re].iter().map(|x| x.len as u32).sum() };
     for (bi, b) in blocks.iter().enumerate() {
         by_dst.clear();
         by_dst.extend(
@@ -328,31 +544,63 @@ fn lower_ranks(
             child_start[v + 1] += child_start[v];
         }
         for v in ranks.clone() {
+            // v's chain for a run is built at the run's first block.
+            let (rs, re) = runs.run(v, bi, blocks);
+            if rs != bi {
+                continue;
+            }
             let children = &by_dst[child_start[v]..child_start[v + 1]];
             let (ops, chains) = (&mut ops[v - lo], &mut chains[v - lo]);
+            let (cops, shared) = (&mut chain_ops[v - lo], &mut shared[v - lo]);
             // Sizes fit u32: chunks per loop ≤ 32767 (MSCCL's offsets), and
             // ranks, steps and channels are far below 2³².
             let c0 = b.start as u32;
-            let chain_start = ops.len();
+            let cnt = chunks_of(rs, re);
+            let chain_start = cops.len();
             let is_root = v == b.owner;
-            let acc = if is_root {
-                Slot::Out((b.start - v * cps) as u32)
-            } else {
-                Slot::Acc(bi as u32)
+            let acc_at = |c: u32| {
+                if is_root {
+                    Slot::Out(c - (v * cps) as u32)
+                } else {
+                    Slot::Acc(c)
+                }
             };
-            let (vv, bb) = (v as u32, bi as u32);
+            let acc = acc_at(c0);
+            let vv = v as u32;
             for (j, &(_, step, src, ch)) in children.iter().enumerate() {
-                ops.push(Op {
-                    kind: OpKind::RecvReduce,
-                    key: (step as u32, 1, c0, src as u32, vv),
-                    chan: mchan(ch, step) as u32,
-                    peer: src as u32,
-                    src: if j == 0 { Slot::In(c0) } else { acc },
-                    dst: acc,
-                    block: bb,
+                let (cs, ce) = runs.run(src, bi, blocks);
+                if (cs, ce) == (rs, re) {
+                    cops.push(ops.len());
+                    ops.push(Op {
+                        kind: OpKind::RecvReduce,
+                        key: (step as u32, 1, c0, src as u32, vv),
+                        chan: mchan(ch, step) as u32,
+                        peer: src as u32,
+                        src: if j == 0 { Slot::In(c0) } else { acc },
+                        dst: acc,
+                        cnt,
+                    });
+                    continue;
+                }
+                // The child's message spans several of v's runs: one
+                // receive, made at the first of them.
+                let id = *shared.entry((src, cs)).or_insert_with(|| {
+                    let s0 = blocks[cs].start as u32;
+                    ops.push(Op {
+                        kind: OpKind::RecvReduce,
+                        key: (step as u32, 1, s0, src as u32, vv),
+                        chan: mchan(ch, step) as u32,
+                        peer: src as u32,
+                        src: if j == 0 { Slot::In(s0) } else { acc_at(s0) },
+                        dst: acc_at(s0),
+                        cnt: chunks_of(cs, ce),
+                    });
+                    ops.len() - 1
                 });
+                cops.push(id);
             }
             if let Some((dst, step, ch)) = parent[v] {
+                cops.push(ops.len());
                 ops.push(Op {
                     kind: OpKind::Send,
                     key: (step as u32, 0, c0, vv, dst as u32),
@@ -364,9 +612,10 @@ fn lower_ranks(
                         acc
                     },
                     dst: Slot::In(c0),
-                    block: bb,
+                    cnt,
                 });
             } else if is_root && children.is_empty() {
+                cops.push(ops.len());
                 ops.push(Op {
                     kind: OpKind::Copy,
                     key: (0, 0, c0, vv, vv),
@@ -374,10 +623,10 @@ fn lower_ranks(
                     peer: vv,
                     src: Slot::In(c0),
                     dst: acc,
-                    block: bb,
+                    cnt,
                 });
             }
-            chains.push(chain_start..ops.len());
+            chains.push(chain_start..cops.len());
         }
     }
 
@@ -386,12 +635,31 @@ fn lower_ranks(
     for v in ranks.clone() {
         let rops = &ops[v - lo];
         let chains = &chains[v - lo];
+        let cops = &chain_ops[v - lo];
+        // The op after each op in its chain; a receive shared by several
+        // chains has none (it never fuses with a send).
+        const NONE: usize = usize::MAX;
+        let mut next_in_chain = vec![NONE; rops.len()];
+        let mut in_chains = vec![0u32; rops.len()];
+        for chain in chains {
+            for i in chain.clone() {
+                in_chains[cops[i]] += 1;
+                if i + 1 < chain.end {
+                    next_in_chain[cops[i]] = cops[i + 1];
+                }
+            }
+        }
+        for (next, &k) in next_in_chain.iter_mut().zip(&in_chains) {
+            if k > 1 {
+                *next = NONE;
+            }
+        }
         // Fusable (chan, recv peer, send peer) candidates: the last receive
         // of a chain followed by its send on the same channel.
         let mut cand: HashMap<(u32, u32, u32), usize> = HashMap::default();
         for chain in chains {
-            if chain.len() >= 2 {
-                let (a, b) = (&rops[chain.end - 2], &rops[chain.end - 1]);
+            if chain.len() >= 2 && in_chains[cops[chain.end - 2]] == 1 {
+                let (a, b) = (&rops[cops[chain.end - 2]], &rops[cops[chain.end - 1]]);
                 if a.kind == OpKind::RecvReduce && b.kind == OpKind::Send && a.chan == b.chan {
                     *cand.entry((a.chan, a.peer, b.peer)).or_default() += 1;
                 }
@@ -442,13 +710,6 @@ fn lower_ranks(
         for list in tb_ops.iter_mut() {
             list.sort_unstable_by_key(|&i| rops[i].key);
         }
-        let mut next_in_chain = vec![usize::MAX; rops.len()];
-        for chain in chains {
-            let end = chain.end.saturating_sub(1).max(chain.start);
-            for (i, next) in next_in_chain[chain.start..end].iter_mut().enumerate() {
-                *next = chain.start + i + 1;
-            }
-        }
         // Fuse and place: op id → (tb, step position).
         let mut pos_of_op = vec![(0usize, 0usize); rops.len()];
         // Per TB: (step kind, op ids) before field assignment.
@@ -485,41 +746,62 @@ fn lower_ranks(
                 }
             }
         }
-        // Scratch: accumulators still named by some step.
-        let mut acc_used: Vec<u32> = Vec::new();
+        // Scratch: the chunks whose accumulators some step still names, in
+        // chunk order, packed (a chunk's slot = accumulator chunks before
+        // it), so a receive spanning several runs names one contiguous range.
+        let mut acc_used: Vec<(u32, u32)> = Vec::new();
         for steps in &tb_steps {
             for &(kind, a, _) in steps {
                 let o = &rops[a];
                 let names = |s: Slot| matches!(s, Slot::Acc(_));
-                let uses = match kind {
-                    StepKind::RecvReduceSend => names(o.src),
-                    _ => names(o.src) || (o.kind != OpKind::Send && names(o.dst)),
+                let named = match kind {
+                    StepKind::RecvReduceSend => Some(o.src),
+                    _ if names(o.src) => Some(o.src),
+                    _ if o.kind != OpKind::Send && names(o.dst) => Some(o.dst),
+                    _ => None,
                 };
-                if uses {
-                    acc_used.push(o.block);
+                if let Some(Slot::Acc(c)) = named {
+                    acc_used.push((c, c + o.cnt));
                 }
             }
         }
         acc_used.sort_unstable();
-        acc_used.dedup();
-        let mut acc_off: HashMap<u32, usize> = HashMap::default();
+        // Merged ranges with the scratch offset of their first chunk.
+        let mut acc_ranges: Vec<(u32, u32, usize)> = Vec::new();
         let mut s_chunks = 0usize;
-        for b in acc_used {
-            acc_off.insert(b, s_chunks);
-            s_chunks += blocks[b as usize].len;
+        for (a, b) in acc_used {
+            match acc_ranges.last_mut() {
+                Some(last) if a <= last.1 => {
+                    if b > last.1 {
+                        s_chunks += (b - last.1) as usize;
+                        last.1 = b;
+                    }
+                }
+                _ => {
+                    acc_ranges.push((a, b, s_chunks));
+                    s_chunks += (b - a) as usize;
+                }
+            }
         }
         let place = |s: Slot| -> (Buf, usize) {
             match s {
                 Slot::In(c) => (Buf::Input, c as usize),
                 Slot::Out(k) => (Buf::Output, k as usize),
-                Slot::Acc(b) => (Buf::Scratch, acc_off.get(&b).copied().unwrap_or(0)),
+                Slot::Acc(c) => {
+                    let i = acc_ranges.partition_point(|r| r.1 <= c);
+                    let off = acc_ranges
+                        .get(i)
+                        .filter(|r| r.0 <= c)
+                        .map_or(0, |r| r.2 + (c - r.0) as usize);
+                    (Buf::Scratch, off)
+                }
             }
         };
         // Dependencies along chains across threadblocks.
         let mut dep_of: HashMap<(usize, usize), (usize, usize)> = HashMap::default();
         for chain in chains {
             for i in chain.start..chain.end.saturating_sub(1) {
-                let (pa, pb) = (pos_of_op[i], pos_of_op[i + 1]);
+                let (pa, pb) = (pos_of_op[cops[i]], pos_of_op[cops[i + 1]]);
                 if pa.0 != pb.0 {
                     dep_of.insert(pb, pa);
                 }
@@ -544,8 +826,7 @@ fn lower_ranks(
         for (t, steps) in tb_steps.iter().enumerate() {
             for (pos, &(kind, a, b)) in steps.iter().enumerate() {
                 let oa = &rops[a];
-                let cnt = blocks[oa.block as usize].len;
-                let mut st = Step::new(kind).count(cnt);
+                let mut st = Step::new(kind).count(oa.cnt as usize);
                 st.s = pos as i64;
                 match kind {
                     StepKind::RecvReduceSend => {
