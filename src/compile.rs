@@ -58,6 +58,11 @@ pub struct Compiled {
     pub report: VerifyReport,
     /// Candidates dropped for exceeding runtime limits, with the reason.
     pub fallbacks: Vec<String>,
+    /// The largest size (nccl-tests' S) the schedule may run at, when it is
+    /// safe only up to a size: its multi-chunk steps deadlock once MSCCL
+    /// splits them into one message per chunk, so `maxBytes` says where
+    /// the split starts (docs/verifier.md). None: every size.
+    pub max_size: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -91,7 +96,8 @@ pub fn compile(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
     compile_one(topo, opts.algo, opts)
 }
 
-/// Compile one algorithm: its candidates in order, the first that fits.
+/// Compile one algorithm: its candidates in order, the first that fits
+/// at every size.
 pub fn compile_one(
     topo: &Topology,
     algo: Algo,
@@ -99,6 +105,36 @@ pub fn compile_one(
 ) -> Result<Compiled, CompileError> {
     let cands =
         synth::candidates(topo, algo, &opts.synth).map_err(|e| CompileError::Request(e.0))?;
+    first_fit(topo, algo, cands, opts, false)
+}
+
+/// The algorithm's small-message candidate (`synth::small_candidates`), if
+/// it has one — possibly safe only up to a size (`max_size`); a
+/// `Request` error when it has one and none fits.
+pub fn compile_small(
+    topo: &Topology,
+    algo: Algo,
+    opts: &CompileOptions,
+) -> Result<Option<Compiled>, CompileError> {
+    let cands =
+        synth::small_candidates(topo, algo, &opts.synth).map_err(|e| CompileError::Request(e.0))?;
+    if cands.is_empty() {
+        return Ok(None);
+    }
+    first_fit(topo, algo, cands, opts, true).map(Some)
+}
+
+/// The first of `cands` that lowers within the runtime's limits and passes
+/// the verifier. With `limited`, a candidate that deadlocks only once MSCCL
+/// splits its multi-chunk steps is taken with `maxBytes` set to where the
+/// split starts (and `max_size` saying so).
+fn first_fit(
+    topo: &Topology,
+    algo: Algo,
+    cands: Vec<synth::Candidate>,
+    opts: &CompileOptions,
+    limited: bool,
+) -> Result<Compiled, CompileError> {
     let lopts = LowerOptions {
         name: format!(
             "rscc_{}_{}_{}",
@@ -133,12 +169,15 @@ pub fn compile_one(
                 }
                 // A candidate the verifier rejects is never emitted; the
                 // next one is tried, and the reason is reported.
-                let report = match verify::verify(&program, &vopts) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        fallbacks.push(format!("{}: rejected by the verifier: {e}", alg.name));
-                        continue;
-                    }
+                let (program, report, max_size) = match verify::verify(&program, &vopts) {
+                    Ok(r) => (program, r, None),
+                    Err(e) => match size_limited(program, &vopts, limited, &e) {
+                        Some((p, r, m)) => (p, r, Some(m)),
+                        None => {
+                            fallbacks.push(format!("{}: rejected by the verifier: {e}", alg.name));
+                            continue;
+                        }
+                    },
                 };
                 return Ok(Compiled {
                     algo,
@@ -146,6 +185,7 @@ pub fn compile_one(
                     program,
                     report,
                     fallbacks,
+                    max_size,
                 });
             }
             Err(LowerError::Limits(m)) => fallbacks.push(format!("{}: {m}", alg.name)),
@@ -162,6 +202,32 @@ pub fn compile_one(
         algo.name(),
         fallbacks.join("; ")
     )))
+}
+
+/// A program the verifier rejected for a deadlock, made safe by a
+/// `maxBytes` that keeps every multi-chunk step one message (when
+/// `allowed`, the deadlock needs the split, and the program's own
+/// `maxBytes` does not already forbid larger sizes).
+fn size_limited(
+    mut program: Program,
+    vopts: &VerifyOptions,
+    allowed: bool,
+    e: &verify::VerifyError,
+) -> Option<(Program, VerifyReport, u64)> {
+    if !allowed || e.rule != "deadlock" {
+        return None;
+    }
+    let limit = verify::one_message_up_to(&program)?;
+    let limit = match program.max_bytes {
+        Some(m) if m > 0 => limit.min(m as u64),
+        _ => limit,
+    };
+    if (limit as i64) < program.min_bytes.max(1) {
+        return None;
+    }
+    program.max_bytes = Some(limit as i64);
+    let report = verify::verify(&program, vopts).ok()?;
+    Some((program, report, limit))
 }
 
 /// Sizes `auto` scores by default: 1 KiB … 4 GiB in steps of 4×.
@@ -253,26 +319,33 @@ pub fn auto(
             ));
             continue;
         }
+        let mut found = Vec::new();
         match compile_one(topo, a, opts) {
-            Ok(c) => {
-                // A candidate identical to an earlier one (e.g. a mixture
-                // that puts all weight on one family) is not scored twice.
-                let same = |x: &Compiled| {
-                    let mut p = x.program.clone();
-                    p.name = c.program.name.clone();
-                    p == c.program
-                };
-                match candidates.iter().find(|x| same(x)) {
-                    Some(x) => skipped.push(format!(
-                        "{}: the same schedule as {}",
-                        a.name(),
-                        x.algo.name()
-                    )),
-                    None => candidates.push(c),
-                }
-            }
+            Ok(c) => found.push(c),
             Err(CompileError::Request(m)) if a != Algo::Ring => skipped.push(m),
             Err(e) => return Err(e),
+        }
+        match compile_small(topo, a, opts) {
+            Ok(c) => found.extend(c),
+            Err(CompileError::Request(m)) => skipped.push(format!("small-message {m}")),
+            Err(e) => return Err(e),
+        }
+        for c in found {
+            // A candidate identical to an earlier one (e.g. a mixture
+            // that puts all weight on one family) is not scored twice.
+            let same = |x: &Compiled| {
+                let mut p = x.program.clone();
+                p.name = c.program.name.clone();
+                p.max_bytes = c.program.max_bytes;
+                p == c.program
+            };
+            match candidates.iter().find(|x| same(x)) {
+                Some(x) => skipped.push(format!(
+                    "{}: the same schedule as {}",
+                    c.algorithm.name, x.algorithm.name
+                )),
+                None => candidates.push(c),
+            }
         }
     }
     let mut sorted = sizes.to_vec();
@@ -294,6 +367,10 @@ pub fn auto(
     let done = std::sync::atomic::AtomicUsize::new(0);
     let results = crate::par::map(&jobs, |&(ci, si)| {
         let c = &candidates[ci];
+        // Scored only below its limit: its band ends one byte below it.
+        if c.max_size.is_some_and(|m| sorted[si] >= m) {
+            return Ok(f64::INFINITY);
+        }
         let r = sim::simulate(&c.program, topo, sorted[si], simopts);
         let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(p) = progress {
@@ -317,15 +394,22 @@ pub fn auto(
                 .unwrap_or(0)
         })
         .collect();
-    // Bands: a new band starts at the first size a different candidate wins.
+    // Bands: a new band starts at the first size a different candidate
+    // wins, or at the size limit of a schedule safe only up to one (its
+    // band ends one byte below the limit, so a legacy file's exclusive
+    // upper bound is the limit itself; scored sizes above the limit never
+    // pick it).
     let mut bands: Vec<Band> = Vec::new();
     for (si, &w) in winners.iter().enumerate() {
         match bands.last_mut() {
             Some(b) if b.candidate == w => {}
             Some(b) => {
-                b.max_bytes = Some(sorted[si] - 1);
+                let end = candidates[b.candidate]
+                    .max_size
+                    .map_or(sorted[si] - 1, |m| (m - 1).min(sorted[si] - 1));
+                b.max_bytes = Some(end);
                 bands.push(Band {
-                    min_bytes: sorted[si],
+                    min_bytes: end + 1,
                     max_bytes: None,
                     candidate: w,
                 });
@@ -337,12 +421,32 @@ pub fn auto(
             }),
         }
     }
+    if let Some(m) = bands.last().and_then(|b| candidates[b.candidate].max_size) {
+        // The largest scored size is within the limit: above it, the best
+        // schedule that runs at every size (at the largest scored size).
+        bands.last_mut().expect("a band").max_bytes = Some(m - 1);
+        let last = sorted.len() - 1;
+        let w = (0..candidates.len())
+            .filter(|&c| candidates[c].max_size.is_none())
+            .min_by(|&a, &b| {
+                times_us[a][last]
+                    .total_cmp(&times_us[b][last])
+                    .then(a.cmp(&b))
+            })
+            .expect("the ring runs at every size");
+        bands.push(Band {
+            min_bytes: m,
+            max_bytes: None,
+            candidate: w,
+        });
+    }
     // One schedule for every size: the least total time over the scored
     // sizes, i.e. the least expected time when each scored size is equally
     // likely. (A geometric mean of ratios to the best per size, used
     // before, let a schedule 3.5x faster at the small sizes but 1.7x slower
     // from 1 MiB up win on DGX-1 — where the time is spent.)
     let overall = (0..candidates.len())
+        .filter(|&c| candidates[c].max_size.is_none())
         .min_by(|&a, &b| {
             let total = |c: usize| -> f64 { times_us[c].iter().sum() };
             total(a).total_cmp(&total(b)).then(a.cmp(&b))

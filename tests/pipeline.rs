@@ -177,3 +177,50 @@ fn tree_falls_back_to_fewer_grades_within_the_sm_count() {
         c.fallbacks
     );
 }
+
+/// On ring8 `auto` also scores `tree`'s pieced members, safe only up to
+/// 32 MiB (their multi-chunk steps deadlock once MSCCL splits them). With
+/// `-o DIR/` the small-size band is that schedule with maxBytes one byte
+/// below the limit (so a legacy file's exclusive bound is the limit), the
+/// next band starts at it, and every file verifies as written; the
+/// single-file pick (`-o FILE`) is never size-limited.
+#[test]
+fn size_limited_small_message_schedule_gets_its_own_band() {
+    let t =
+        rscc::front::load_topology(std::path::Path::new("topologies/ring8.json")).expect("shipped");
+    let small = rscc::compile::compile_small(&t, Algo::Tree, &CompileOptions::default())
+        .expect("compiles")
+        .expect("tree has a small-message candidate on ring8");
+    assert_eq!(small.algorithm.name, "tree-pieced");
+    assert_eq!(small.max_size, Some(32 << 20));
+    assert_eq!(small.program.max_bytes, Some(32 << 20));
+    let whole = compile(&t, &CompileOptions::default()).expect("compiles");
+    assert_eq!(whole.max_size, None);
+
+    let dir = std::env::temp_dir().join(format!("rscc-limited-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(["synth", "--topo", "topologies/ring8.json", "-o"])
+        .arg(format!("{}/", dir.display()))
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let mut bands: Vec<(i64, Option<i64>, String)> = std::fs::read_dir(&dir)
+        .expect("the directory")
+        .map(|e| {
+            let path = e.expect("entry").path();
+            let p = rscc::front::msccl_xml::load(&path).expect("reads back");
+            rscc::verify::verify(&p, &Default::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (p.min_bytes, p.max_bytes, path.display().to_string())
+        })
+        .collect();
+    bands.sort();
+    assert_eq!(bands[0].0, 0);
+    assert!(bands[0].2.contains("rs-tree-"), "{bands:?}");
+    assert_eq!(bands[0].1, Some((32 << 20) - 1), "{bands:?}");
+    assert_eq!(bands[1].0, 32 << 20, "{bands:?}");
+    assert_eq!(bands.last().unwrap().1, Some(0), "{bands:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -32,11 +32,11 @@ fn shipped_schedules_reach_the_bound_at_1_gib() {
 /// topology `auto`'s choice at 1–64 KiB never beats rscc's valid α-aware
 /// bound; on the switched and fully connected machines it meets that bound
 /// (within 0.1 %); on the multi-hop ones (ring8, DGX-1) it is within 1.1 ×
-/// that bound up to 16 KiB, 1.13 × at 32 KiB and 1.25 × at 64 KiB, and at
-/// every size within 1.1 × the larger of it and synthesis.md §5.3's
-/// store-and-forward figure (docs/benchmarks.md reports both ratios; at
-/// 32–64 KiB issue 4's goal against a valid bound is met only on DGX-1 at
-/// 32 KiB).
+/// that bound — issue 4's goal — at every size but DGX-1's 64 KiB, where it
+/// is within 1.2 × (1.186; docs/benchmarks.md), and at every size within
+/// 1.1 × the larger of it and synthesis.md §5.3's store-and-forward figure.
+/// (Ring8 meets 1.1 at 32 and 64 KiB with `tree`'s pieced members, a
+/// schedule safe up to 32 MiB that `auto` scores beside the others.)
 #[test]
 fn small_messages_near_the_alpha_aware_figure_on_single_hosts() {
     use rscc::compile::{self, CompileOptions};
@@ -71,10 +71,10 @@ fn small_messages_near_the_alpha_aware_figure_on_single_hosts() {
             if !multi_hop {
                 assert!(t <= 1.001 * lb, "{} at {s} B: {t} us vs {lb}", topo.name);
             } else {
-                let goal = match s {
-                    s if s <= 16 << 10 => 1.1,
-                    s if s <= 32 << 10 => 1.13,
-                    _ => 1.25,
+                let goal = if s > 32 << 10 && topo.name.starts_with("dgx1") {
+                    1.2
+                } else {
+                    1.1
                 };
                 assert!(t <= goal * lb, "{} at {s} B: {t} us vs {lb}", topo.name);
             }

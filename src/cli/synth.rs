@@ -163,6 +163,17 @@ pub fn run(a: SynthArgs) -> CliResult {
     for f in &chosen.fallbacks {
         eprintln!("note: skipped {f}");
     }
+    if selection.is_none() {
+        // A faster small-message variant safe only up to a size: say so.
+        if let Ok(Some(small)) = compile::compile_small(&topo, algo, &opts) {
+            if let Some(m) = small.max_size {
+                eprintln!(
+                    "note: for calls up to {m} B, {} is faster at small sizes (its multi-chunk steps deadlock once MSCCL splits them above that size); `rscc synth --topo … -o DIR/` writes it as its own size band",
+                    small.algorithm.name
+                );
+            }
+        }
+    }
     if let Some(sel) = &selection {
         for s in &sel.skipped {
             eprintln!("note: {s}");

@@ -110,6 +110,26 @@ fn built(algs: Vec<Algorithm>) -> Vec<Candidate> {
 }
 
 /// Candidate Algorithms for one (non-auto) algorithm, best first.
+/// Extra candidates for small messages, compiled and scored by `auto`
+/// beside [`candidates`]' first fit: `tree`'s pieced members
+/// ([`tree::HopGraph::pieced`]), whose slack branches move as multi-chunk
+/// steps and so are often safe only up to a size (compile says which).
+/// Empty for every other algorithm and under `--chunks`.
+pub fn small_candidates(
+    topo: &Topology,
+    algo: Algo,
+    o: &SynthOptions,
+) -> Result<Vec<Candidate>, SynthError> {
+    if algo != Algo::Tree || o.chunks.is_some() || !tree::applies(topo) {
+        return Ok(Vec::new());
+    }
+    let Some(g) = tree::HopGraph::new(topo) else {
+        return Ok(Vec::new());
+    };
+    let k = g.default_classes();
+    Ok(vec![Box::new(move || g.pieced(k, &tree::PIECES))])
+}
+
 pub fn candidates(
     topo: &Topology,
     algo: Algo,

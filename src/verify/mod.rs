@@ -80,6 +80,18 @@ pub fn verify_all(p: &Program, opts: &VerifyOptions) -> Result<VerifyReport, Vec
     })
 }
 
+/// The largest message size (nccl-tests' S, as `maxBytes` counts it) at
+/// which MSCCL moves every multi-chunk step of `p` as one message, or None
+/// when no step moves more than one chunk. A schedule that deadlocks only
+/// once those steps are split (docs/verifier.md) is safe with `maxBytes`
+/// at most this.
+pub fn one_message_up_to(p: &Program) -> Option<u64> {
+    match symbolic::one_message_up_to(p) {
+        (1, _) => None,
+        (_, s) => Some(s),
+    }
+}
+
 /// "rank R tb T step S (line L)" for messages.
 pub(crate) fn at(p: &Program, rank: usize, tb: usize, step: usize) -> String {
     let line = p

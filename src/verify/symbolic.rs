@@ -811,14 +811,11 @@ fn postcondition<V: Sym>(
     Ok(())
 }
 
-/// The event plan under the buffering the program will meet. MSCCL moves a
-/// multi-chunk step as one message only while `cnt` chunks fit in one
-/// Simple tile (2 MiB; maxAllowedCount ≥ cnt), and as one message per chunk
-/// above that, so a file is checked per chunk unless its `maxBytes` keeps
-/// every call below that size. When the per-chunk check finds a cycle and
-/// the one-message check does not, the error says which `maxBytes` would
-/// make the file safe.
-fn deadlock_free_plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
+/// (largest `cnt` of a communicating step, largest message size S at which
+/// MSCCL still moves every such step as one message): with S / nchunksperloop
+/// bytes per chunk, a `cnt` = k step is one call while k chunks fit one
+/// Simple tile (maxAllowedCount ≥ k).
+pub(crate) fn one_message_up_to(p: &Program) -> (u64, u64) {
     let max_cnt = p
         .gpus
         .iter()
@@ -829,9 +826,18 @@ fn deadlock_free_plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
         .unwrap_or(1);
     let tile = crate::ir::program::SIMPLE_TILE_BYTES;
     let chunks = p.nchunksperloop.max(1) as u64;
-    // Largest message size S with every multi-chunk step one call:
-    // (S / nchunksperloop) · max cnt ≤ tile.
-    let one_call_up_to = tile * chunks / max_cnt;
+    (max_cnt, tile * chunks / max_cnt)
+}
+
+/// The event plan under the buffering the program will meet. MSCCL moves a
+/// multi-chunk step as one message only while `cnt` chunks fit in one
+/// Simple tile (2 MiB; maxAllowedCount ≥ cnt), and as one message per chunk
+/// above that, so a file is checked per chunk unless its `maxBytes` keeps
+/// every call below that size. When the per-chunk check finds a cycle and
+/// the one-message check does not, the error says which `maxBytes` would
+/// make the file safe.
+fn deadlock_free_plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
+    let (max_cnt, one_call_up_to) = one_message_up_to(p);
     let small_only = matches!(p.max_bytes, Some(m) if m > 0 && (m as u64) <= one_call_up_to);
     match plan(p, !small_only) {
         Err(e) if e.rule == "deadlock" && max_cnt > 1 && !small_only && plan(p, false).is_ok() => {
