@@ -6,6 +6,48 @@ use rscc::ir::{Algorithm, Spec, Transfer};
 use rscc::lower::{lower, LowerOptions};
 use rscc::verify::{verify, VerifyOptions};
 
+/// One chunk's transfers for the tree `parent` (ranks in join order
+/// `order`): a rank sends `delay(r)` steps after its last child's step + 1
+/// (children processed before parents, in reverse join order), on channel
+/// `chan(r)` (asked in join order).
+fn tree_transfers(
+    order: &[usize],
+    parent: &[usize],
+    owner: usize,
+    chunk: usize,
+    mut delay: impl FnMut(usize) -> usize,
+    mut chan: impl FnMut(usize) -> usize,
+) -> Vec<Transfer> {
+    let mut step = vec![0usize; parent.len()];
+    for &r in order.iter().rev() {
+        step[r] += delay(r);
+        let p = parent[r];
+        if p != owner {
+            step[p] = step[p].max(step[r] + 1);
+        }
+    }
+    order
+        .iter()
+        .map(|&r| Transfer {
+            step: step[r],
+            chunk,
+            src: r,
+            dst: parent[r],
+            channel: chan(r),
+        })
+        .collect()
+}
+
+/// The ranks but `owner` in a random order (Fisher–Yates from `next`).
+fn join_order(n: usize, owner: usize, next: &mut impl FnMut(usize) -> usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).filter(|&r| r != owner).collect();
+    for i in (1..order.len()).rev() {
+        let j = next(i + 1);
+        order.swap(i, j);
+    }
+    order
+}
+
 /// Random in-tree per chunk: ranks join in a random order, each attaching
 /// to a random earlier one (the owner first); a rank sends one or two steps
 /// after its last child.
@@ -16,35 +58,28 @@ fn random_algorithm(n: usize, chunks: usize, seed: Vec<u32>) -> Algorithm {
     let mut transfers = Vec::new();
     for c in 0..spec.total_chunks() {
         let owner = spec.owner(c);
-        let mut order: Vec<usize> = (0..n).filter(|&r| r != owner).collect();
-        for i in (1..order.len()).rev() {
-            let j = next(i + 1);
-            order.swap(i, j);
-        }
+        let order = join_order(n, owner, &mut next);
         let mut joined = vec![owner];
         let mut parent = vec![usize::MAX; n];
         for &r in &order {
             parent[r] = joined[next(joined.len())];
             joined.push(r);
         }
-        // Steps: children before parents (process in reverse join order).
-        let mut step = vec![0usize; n];
-        for &r in order.iter().rev() {
-            step[r] += next(2);
-            let p = parent[r];
-            if p != owner {
-                step[p] = step[p].max(step[r] + 1);
-            }
-        }
-        for &r in &order {
-            transfers.push(Transfer {
-                step: step[r],
-                chunk: c,
-                src: r,
-                dst: parent[r],
-                channel: next(2),
-            });
-        }
+        // A rank sends one or two steps after its last child.
+        // Drawn up front: both closures below cannot borrow `next`.
+        let mut delay = order
+            .iter()
+            .map(|_| next(2))
+            .collect::<Vec<_>>()
+            .into_iter();
+        transfers.extend(tree_transfers(
+            &order,
+            &parent,
+            owner,
+            c,
+            |_| delay.next().unwrap(),
+            |_| next(2),
+        ));
     }
     Algorithm {
         name: "random-trees".into(),
@@ -58,13 +93,18 @@ proptest! {
     #[test]
     fn random_trees_lower_and_verify(n in 2usize..9, chunks in 1usize..4, seed in proptest::collection::vec(any::<u32>(), 1..64)) {
         let alg = random_algorithm(n, chunks, seed);
-        prop_assert!(alg.check().is_ok(), "{:?}", alg.check());
-        let p = lower(&alg, &LowerOptions::default());
-        prop_assert!(p.is_ok(), "{:?}", p.err());
-        let p = p.unwrap();
-        let v = verify(&p, &VerifyOptions::default());
-        prop_assert!(v.is_ok(), "{}", v.err().map(|e| e.to_string()).unwrap_or_default());
+        let r = lowers_and_verifies(&alg, &LowerOptions::default());
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
+}
+
+/// The algorithm is valid, lowers with `opts`, and the verifier accepts the
+/// Program.
+fn lowers_and_verifies(alg: &Algorithm, opts: &LowerOptions) -> Result<(), String> {
+    alg.check().map_err(|e| format!("{e:?}"))?;
+    let p = lower(alg, opts).map_err(|e| e.to_string())?;
+    verify(&p, &VerifyOptions::default()).map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// Per owner one random tree, and per chunk of its shard a variant: a few
@@ -78,11 +118,7 @@ fn shared_subtrees(n: usize, chunks: usize, seed: Vec<u32>) -> Algorithm {
     let mut next = |m: usize| it.next().unwrap_or(0) as usize % m.max(1);
     let mut transfers = Vec::new();
     for owner in 0..n {
-        let mut order: Vec<usize> = (0..n).filter(|&r| r != owner).collect();
-        for i in (1..order.len()).rev() {
-            let j = next(i + 1);
-            order.swap(i, j);
-        }
+        let order = join_order(n, owner, &mut next);
         let mut joined = vec![owner];
         let mut parent = vec![usize::MAX; n];
         let mut chan = vec![0usize; n];
@@ -101,22 +137,14 @@ fn shared_subtrees(n: usize, chunks: usize, seed: Vec<u32>) -> Algorithm {
                     }
                 }
             }
-            let mut step = vec![0usize; n];
-            for &r in order.iter().rev() {
-                let p = parent[r];
-                if p != owner {
-                    step[p] = step[p].max(step[r] + 1);
-                }
-            }
-            for &r in &order {
-                transfers.push(Transfer {
-                    step: step[r],
-                    chunk: owner * chunks + k,
-                    src: r,
-                    dst: parent[r],
-                    channel: chan[r],
-                });
-            }
+            transfers.extend(tree_transfers(
+                &order,
+                &parent,
+                owner,
+                owner * chunks + k,
+                |_| 0,
+                |r| chan[r],
+            ));
         }
     }
     Algorithm {
@@ -134,13 +162,9 @@ proptest! {
     #[test]
     fn runs_across_blocks_lower_and_verify(n in 2usize..8, chunks in 2usize..6, seed in proptest::collection::vec(any::<u32>(), 1..96)) {
         let alg = shared_subtrees(n, chunks, seed);
-        prop_assert!(alg.check().is_ok(), "{:?}", alg.check());
         let opts = LowerOptions { max_bytes: 1, ..LowerOptions::default() };
-        let p = lower(&alg, &opts);
-        prop_assert!(p.is_ok(), "{:?}", p.err());
-        let p = p.unwrap();
-        let v = verify(&p, &VerifyOptions::default());
-        prop_assert!(v.is_ok(), "{}", v.err().map(|e| e.to_string()).unwrap_or_default());
+        let r = lowers_and_verifies(&alg, &opts);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
 }
 

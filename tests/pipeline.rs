@@ -104,6 +104,23 @@ fn bounded_buffer_deadlock_is_caught_not_emitted() {
     assert!(matches!(s, Err(rscc::sim::SimError::Deadlock(_))), "{s:?}");
 }
 
+/// Every file of a band directory, each read back and verified as written:
+/// (minBytes, maxBytes, path), sorted.
+fn band_files(dir: &std::path::Path) -> Vec<(i64, Option<i64>, String)> {
+    let mut bands: Vec<(i64, Option<i64>, String)> = std::fs::read_dir(dir)
+        .expect("the directory")
+        .map(|e| {
+            let path = e.expect("entry").path();
+            let p = rscc::front::msccl_xml::load(&path).expect("reads back");
+            rscc::verify::verify(&p, &Default::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            (p.min_bytes, p.max_bytes, path.display().to_string())
+        })
+        .collect();
+    bands.sort();
+    bands
+}
+
 /// `synth --sizes … -o DIR/` writes one verified file per size band with
 /// non-overlapping, gap-free [minBytes, maxBytes], and its table scores each
 /// size with the file that serves it (not the single overall choice).
@@ -126,17 +143,10 @@ fn band_directory_files_cover_the_sizes_and_the_table_uses_them() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("write one file per band"), "{err}");
-    let mut bands: Vec<(i64, Option<i64>)> = std::fs::read_dir(&dir)
-        .expect("the directory")
-        .map(|e| {
-            let path = e.expect("entry").path();
-            let p = rscc::front::msccl_xml::load(&path).expect("reads back");
-            rscc::verify::verify(&p, &Default::default())
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            (p.min_bytes, p.max_bytes)
-        })
+    let bands: Vec<(i64, Option<i64>)> = band_files(&dir)
+        .into_iter()
+        .map(|(min, max, _)| (min, max))
         .collect();
-    bands.sort();
     assert!(
         bands.len() >= 2,
         "DGX-1 has a small-size and a large-size band: {bands:?}"
@@ -206,17 +216,7 @@ fn size_limited_small_message_schedule_gets_its_own_band() {
         .expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let mut bands: Vec<(i64, Option<i64>, String)> = std::fs::read_dir(&dir)
-        .expect("the directory")
-        .map(|e| {
-            let path = e.expect("entry").path();
-            let p = rscc::front::msccl_xml::load(&path).expect("reads back");
-            rscc::verify::verify(&p, &Default::default())
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            (p.min_bytes, p.max_bytes, path.display().to_string())
-        })
-        .collect();
-    bands.sort();
+    let bands = band_files(&dir);
     assert_eq!(bands[0].0, 0);
     assert!(bands[0].2.contains("rs-tree-"), "{bands:?}");
     assert_eq!(bands[0].1, Some((32 << 20) - 1), "{bands:?}");

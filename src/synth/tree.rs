@@ -112,6 +112,17 @@ impl HopGraph {
         })
     }
 
+    /// Every rank but owner `o`, farthest from it first (then by rank):
+    /// children before their parents, the order trees are built and
+    /// emitted in.
+    fn farthest_first(&self, o: usize) -> Vec<usize> {
+        let n = self.n;
+        let d = &self.dist[o * n..(o + 1) * n];
+        let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
+        order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
+        order
+    }
+
     /// Tree classes `tree` uses by default: enough that every unit of an
     /// owner's ingress can carry a class's last hop — the largest, over
     /// ranks, of the capacity of the links into it
@@ -176,8 +187,7 @@ impl HopGraph {
             uses.clear();
             for o in 0..n {
                 let d = &dist[o * n..(o + 1) * n];
-                let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
-                order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
+                let order = self.farthest_first(o);
                 for &u in &order {
                     let step = depth - d[u];
                     let p = parents[j][o * n + u];
@@ -241,8 +251,7 @@ impl HopGraph {
             for o in 0..n {
                 let d = &dist[o * n..(o + 1) * n];
                 let p = &par[o * n..(o + 1) * n];
-                let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
-                order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
+                let order = self.farthest_first(o);
                 height.iter_mut().for_each(|h| *h = 0);
                 for &u in &order {
                     height[p[u]] = height[p[u]].max(height[u] + 1);
@@ -299,8 +308,7 @@ impl HopGraph {
             let mut par = vec![usize::MAX; n * n];
             for o in 0..n {
                 let d = &dist[o * n..(o + 1) * n];
-                let mut order: Vec<usize> = (0..n).filter(|&u| u != o).collect();
-                order.sort_by_key(|&u| (std::cmp::Reverse(d[u]), u));
+                let order = self.farthest_first(o);
                 for &u in &order {
                     let step = depth - d[u];
                     let key = |v: usize| {
