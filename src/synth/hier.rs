@@ -37,6 +37,69 @@ pub fn hosts(topo: &Topology) -> Option<Vec<Vec<usize>>> {
     Some(by_host.into_iter().map(|(_, v)| v).collect())
 }
 
+/// Most ranks for which one host is split into groups ([`groups`]): the
+/// split needs every pair's route.
+pub const GROUPS_MAX_RANKS: usize = 32;
+
+/// The groups `hier` treats as hosts: the hosts ([`hosts`]) when there are
+/// several; on one host, the coarsest split into ≥ 2 groups of the same
+/// size (≥ 2 GPUs) whose members reach each other at a lower route α than
+/// they reach the rest — CPU sockets behind a slower inter-socket link,
+/// PCIe switches, xGMI hives. Each pair counts the larger α of its two
+/// directions. None when no such split exists (a switch or a full mesh:
+/// one α; a ring or a cube mesh: the lower-α pairs connect everything).
+pub fn groups(topo: &Topology) -> Option<Vec<Vec<usize>>> {
+    if topo.num_hosts() > 1 {
+        return hosts(topo);
+    }
+    let n = topo.num_ranks();
+    if !(4..=GROUPS_MAX_RANKS).contains(&n) {
+        return None;
+    }
+    let routes = topo.all_routes();
+    let alpha = |u: usize, v: usize| {
+        let a = |x: usize, y: usize| routes[x][y].as_ref().map_or(f64::INFINITY, |r| r.alpha_us);
+        a(u, v).max(a(v, u))
+    };
+    let mut levels: Vec<f64> = (0..n)
+        .flat_map(|u| (u + 1..n).map(move |v| (u, v)))
+        .map(|(u, v)| alpha(u, v))
+        .filter(|a| a.is_finite())
+        .collect();
+    levels.sort_by(|a, b| b.total_cmp(a));
+    levels.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * b.abs().max(1.0));
+    // From the largest α down: the components of "closer than this level".
+    for &level in &levels {
+        let close = |u: usize, v: usize| alpha(u, v) < level - 1e-9 * level.max(1.0);
+        let mut comp = vec![usize::MAX; n];
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        for s in 0..n {
+            if comp[s] != usize::MAX {
+                continue;
+            }
+            let mut group = Vec::new();
+            let mut stack = vec![s];
+            comp[s] = out.len();
+            while let Some(u) = stack.pop() {
+                group.push(u);
+                for (v, c) in comp.iter_mut().enumerate() {
+                    if *c == usize::MAX && close(u, v) {
+                        *c = out.len();
+                        stack.push(v);
+                    }
+                }
+            }
+            group.sort_unstable();
+            out.push(group);
+        }
+        let g = out[0].len();
+        if out.len() >= 2 && g >= 2 && out.iter().all(|x| x.len() == g) {
+            return Some(out);
+        }
+    }
+    None
+}
+
 /// The hierarchical algorithm with `abroad` host-mates per shard sent
 /// across their rail (0 ≤ abroad ≤ g − 1).
 pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algorithm {
@@ -129,6 +192,35 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
 mod tests {
     use super::*;
     use crate::front::generate::{generate, GenParams};
+
+    /// One host splits into groups only where some GPUs reach each other
+    /// at a lower α than the rest: not on a switch, a full mesh, a ring or
+    /// DGX-1's cube mesh (the shipped single hosts); several hosts are
+    /// their hosts.
+    #[test]
+    fn groups_are_hosts_or_lower_alpha_domains() {
+        for kind in [
+            "dgx1-v100",
+            "ring",
+            "dgx-h100",
+            "dgx-a100",
+            "mi300x",
+            "switch",
+        ] {
+            let t = generate(kind, &GenParams::default()).unwrap();
+            assert_eq!(groups(&t), None, "{kind}");
+        }
+        let two = generate(
+            "dgx-h100",
+            &GenParams {
+                hosts: Some(2),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(groups(&two), hosts(&two));
+        assert_eq!(groups(&two).unwrap().len(), 2);
+    }
 
     /// The ordering rules of docs/algorithms.md: per chunk, rail transfers
     /// come after every intra-host transfer, and a host's intra-host

@@ -346,9 +346,10 @@ pub fn flow_promising(topo: &Topology, o: &SynthOptions) -> Result<(), String> {
 }
 
 fn hier_hosts(topo: &Topology) -> Result<Vec<Vec<usize>>, SynthError> {
-    hier::hosts(topo).ok_or_else(|| {
+    hier::groups(topo).ok_or_else(|| {
         SynthError(format!(
-            "--algo hier needs at least two hosts with the same number (≥ 2) of GPUs; {} has {} host(s)",
+            "--algo hier needs at least two hosts with the same number (≥ 2) of GPUs, or on one host (4 to {} GPUs) groups of the same size that reach each other at a lower route α than the rest (sockets, PCIe switches, hives); {} has {} host(s) and no such groups",
+            hier::GROUPS_MAX_RANKS,
             topo.name,
             topo.num_hosts()
         ))
@@ -368,8 +369,10 @@ pub fn direct_applies(topo: &Topology) -> bool {
 }
 
 /// The tree families the mixture LP combines, one chunk per shard each:
-/// every single ring, the direct schedule (when it applies), and on several hosts the hierarchical schedule with 0 … g−1
-/// host-mates abroad.
+/// every single ring, the direct schedule (when it applies), and where
+/// `hier` has groups (several hosts, or one host's sockets, PCIe switches
+/// or hives: [`hier::groups`]) the hierarchical schedule with 0 … g−1
+/// group-mates abroad.
 pub fn families(topo: &Topology) -> Vec<Algorithm> {
     let n = topo.num_ranks();
     let spec = Spec::reduce_scatter(n, 1);
@@ -382,7 +385,7 @@ pub fn families(topo: &Topology) -> Vec<Algorithm> {
     if direct_applies(topo) {
         out.push(direct::direct_algorithm(spec));
     }
-    if let Some(hs) = hier::hosts(topo) {
+    if let Some(hs) = hier::groups(topo) {
         for m in 0..hs[0].len() {
             out.push(hier::hier_algorithm(spec, &hs, m));
         }
