@@ -26,25 +26,60 @@ fn emit(path: &Path) -> String {
     rscc::back::msccl_xml::to_string(&c.program)
 }
 
-#[test]
-fn every_shipped_topology_has_its_schedule() {
-    let update = std::env::var_os("RSCC_UPDATE_SCHEDULES").is_some();
-    let mut stale = Vec::new();
-    for (name, path) in shipped() {
-        let xml = emit(&path);
-        // The emitted text reads back and verifies.
-        let p = rscc::front::msccl_xml::parse(&xml, &name).expect("own XML parses");
-        verify(&p, &VerifyOptions::default()).expect("own XML verifies");
-        let file = Path::new("schedules").join(format!("{name}-rs.xml"));
-        if update {
-            std::fs::write(&file, &xml).expect("write schedule");
-        } else if std::fs::read_to_string(&file).ok().as_deref() != Some(xml.as_str()) {
-            stale.push(file.display().to_string());
-        }
-        insta::assert_snapshot!(format!("{name}-rs"), xml);
+/// The emitted text reads back and verifies, and equals both its
+/// snapshot and schedules/{stem}.xml (rewritten instead with
+/// RSCC_UPDATE_SCHEDULES set); a stale file is pushed to `stale`.
+fn pin(stem: &str, xml: &str, stale: &mut Vec<String>) {
+    let p = rscc::front::msccl_xml::parse(xml, stem).expect("own XML parses");
+    verify(&p, &VerifyOptions::default()).expect("own XML verifies");
+    let file = Path::new("schedules").join(format!("{stem}.xml"));
+    if std::env::var_os("RSCC_UPDATE_SCHEDULES").is_some() {
+        std::fs::write(&file, xml).expect("write schedule");
+    } else if std::fs::read_to_string(&file).ok().as_deref() != Some(xml) {
+        stale.push(file.display().to_string());
     }
+    insta::assert_snapshot!(stem.to_string(), xml);
+}
+
+fn no_stale(stale: &[String]) {
     assert!(
         stale.is_empty(),
         "schedules/ differs from what the code emits: {stale:?} (regenerate with RSCC_UPDATE_SCHEDULES=1 cargo test --test schedules)"
     );
+}
+
+#[test]
+fn every_shipped_topology_has_its_schedule() {
+    let mut stale = Vec::new();
+    for (name, path) in shipped() {
+        pin(&format!("{name}-rs"), &emit(&path), &mut stale);
+    }
+    no_stale(&stale);
+}
+
+/// The small-message schedules `auto` writes as a size band of their own
+/// (`compile_small`: ring8's pieced tree members, safe below 32 MiB, with
+/// that `maxBytes`) are pinned the same way, as {name}-small-rs.
+#[test]
+fn small_message_band_schedules_are_pinned() {
+    let mut stale = Vec::new();
+    let mut pinned = Vec::new();
+    for (name, path) in shipped() {
+        let topo = rscc::front::load_topology(&path).expect("shipped topology loads");
+        let small = rscc::compile::compile_small(
+            &topo,
+            rscc::synth::Algo::Tree,
+            &CompileOptions::default(),
+        );
+        if let Ok(Some(c)) = small {
+            pin(
+                &format!("{name}-small-rs"),
+                &rscc::back::msccl_xml::to_string(&c.program),
+                &mut stale,
+            );
+            pinned.push(name);
+        }
+    }
+    assert_eq!(pinned, ["ring8"]);
+    no_stale(&stale);
 }
