@@ -54,6 +54,11 @@ pub struct SynthArgs {
     /// Seconds any solver may take (best-so-far after that).
     #[arg(long, default_value_t = 30.0)]
     pub time_limit: f64,
+    /// Seed of the LP solver (HiGHS `random_seed`) in the mixture and flow
+    /// LPs: the same input and seed give the same file, byte for byte;
+    /// another seed may pick another of several optimal LP solutions.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2147483647))]
+    pub seed: u32,
     /// Chunks per rank's output shard (default: the synthesizer's choice;
     /// for tree, this many equal classes instead of its graded ones).
     #[arg(long)]
@@ -101,6 +106,7 @@ pub fn run(a: SynthArgs) -> CliResult {
         synth: SynthOptions {
             chunks: a.chunks,
             time_limit_s: a.time_limit,
+            seed: a.seed,
         },
         proto: match a.proto {
             ProtoArg::Simple => Proto::Simple,

@@ -149,19 +149,21 @@ impl Routes {
 /// one-hive LP reaches 0.84 x* by α and 0.56 by adjacency, the 16-GCD MI250
 /// 0.42 and 0.55). Err when some rank has no GPU-free route towards an
 /// owner (the LP would be infeasible) or the solver fails.
-pub fn solve(topo: &Topology, time_limit_s: f64) -> Result<FlowLp, String> {
+pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<FlowLp, String> {
     let r = Routes::new(topo);
     let by_alpha = solve_ordered(
         topo,
         &r,
         (0..r.n).map(|d| r.alpha_order(d)).collect(),
         time_limit_s,
+        seed,
     )?;
     let by_adjacency = solve_ordered(
         topo,
         &r,
         (0..r.n).map(|d| r.adjacency_order(d)).collect(),
         time_limit_s,
+        seed,
     )?;
     Ok(if by_adjacency.t < by_alpha.t * (1.0 - 1e-9) {
         by_adjacency
@@ -177,6 +179,7 @@ fn solve_ordered(
     r: &Routes,
     order: Vec<Vec<usize>>,
     time_limit_s: f64,
+    seed: u32,
 ) -> Result<FlowLp, String> {
     let n = r.n;
     let alpha_max = r
@@ -222,10 +225,7 @@ fn solve_ordered(
             *load.entry(e).or_default() += f;
         }
     }
-    let mut model = vars
-        .minimise(objective)
-        .using(highs)
-        .set_time_limit(time_limit_s);
+    let mut model = super::highs_options(vars.minimise(objective).using(highs), time_limit_s, seed);
     for s in sums {
         model = model.with(constraint!(s == 1.0));
     }
@@ -389,7 +389,7 @@ mod tests {
     fn never_below_the_cut_bound_and_always_valid_trees() {
         for name in ["dgx1-v100", "switch", "dgx2-v100", "mi300x", "line"] {
             let topo = generate(name, &GenParams::default()).unwrap();
-            let lp = solve(&topo, 10.0).unwrap();
+            let lp = solve(&topo, 10.0, 0).unwrap();
             let b =
                 crate::bound::bandwidth_bound(&topo, crate::ir::Collective::ReduceScatter).unwrap();
             assert!(lp.t >= b.x_star_f64() * (1.0 - 1e-6), "{name}");
@@ -408,7 +408,7 @@ mod tests {
     fn reaches_the_cut_bound_on_a_switch_and_a_ring() {
         for name in ["dgx-h100", "ring"] {
             let topo = generate(name, &GenParams::default()).unwrap();
-            let lp = solve(&topo, 10.0).unwrap();
+            let lp = solve(&topo, 10.0, 0).unwrap();
             let b =
                 crate::bound::bandwidth_bound(&topo, crate::ir::Collective::ReduceScatter).unwrap();
             assert!(

@@ -55,6 +55,7 @@ pub fn solve(
     topo: &Topology,
     families: &[Algorithm],
     time_limit_s: f64,
+    seed: u32,
 ) -> Result<Mixture, String> {
     if families.is_empty() {
         return Err("no families to mix".into());
@@ -89,10 +90,7 @@ pub fn solve(
     for (i, &y) in ys.iter().enumerate() {
         objective += y * (1e-6 * solo[i] / scale);
     }
-    let mut model = vars
-        .minimise(objective)
-        .using(highs)
-        .set_time_limit(time_limit_s)
+    let mut model = super::highs_options(vars.minimise(objective).using(highs), time_limit_s, seed)
         .with(constraint!(ys.iter().copied().sum::<Expression>() == 1.0));
     let mut links: Vec<usize> = loads.iter().flat_map(|m| m.keys().copied()).collect();
     links.sort_unstable();

@@ -81,6 +81,8 @@ pub struct SynthOptions {
     pub chunks: Option<usize>,
     /// Seconds allowed for any solver call.
     pub time_limit_s: f64,
+    /// HiGHS `random_seed` for the mixture and flow LPs (0 … 2³¹ − 1).
+    pub seed: u32,
 }
 
 impl Default for SynthOptions {
@@ -88,8 +90,20 @@ impl Default for SynthOptions {
         SynthOptions {
             chunks: None,
             time_limit_s: 30.0,
+            seed: 0,
         }
     }
+}
+
+/// The options every LP rscc solves with HiGHS takes: the time limit (a
+/// best-so-far answer after it) and the random seed (`--seed`).
+pub(crate) fn highs_options(
+    p: good_lp::solvers::highs::HighsProblem,
+    time_limit_s: f64,
+    seed: u32,
+) -> good_lp::solvers::highs::HighsProblem {
+    p.set_time_limit(time_limit_s)
+        .set_option("random_seed", seed.min(i32::MAX as u32) as i32)
 }
 
 /// Most chunks in the full buffer (int16 offsets).
@@ -239,7 +253,7 @@ pub fn candidates(
         }
         Algo::Mix => {
             let fams = families(topo);
-            let m = mix::solve(topo, &fams, o.time_limit_s).map_err(SynthError)?;
+            let m = mix::solve(topo, &fams, o.time_limit_s, o.seed).map_err(SynthError)?;
             let used: Vec<usize> = (0..fams.len()).filter(|&i| m.weights[i] > 1e-9).collect();
             let chunks = match o.chunks {
                 Some(c) => c,
@@ -267,7 +281,8 @@ pub fn candidates(
                     topo.name
                 )));
             }
-            let lp = std::rc::Rc::new(flow::solve(topo, o.time_limit_s).map_err(SynthError)?);
+            let lp =
+                std::rc::Rc::new(flow::solve(topo, o.time_limit_s, o.seed).map_err(SynthError)?);
             let c = o.chunks.unwrap_or_else(|| lp.chunk_count(topo));
             // One channel per owner (at most 32), then halving the channels
             // while the threadblocks exceed the runtime's limits.
@@ -335,8 +350,8 @@ pub fn flow_promising(topo: &Topology, o: &SynthOptions) -> Result<(), String> {
             flow::FLOW_MAX_RANKS
         ));
     }
-    let f = flow::solve(topo, o.time_limit_s)?;
-    match mix::solve(topo, &families(topo), o.time_limit_s) {
+    let f = flow::solve(topo, o.time_limit_s, o.seed)?;
+    match mix::solve(topo, &families(topo), o.time_limit_s, o.seed) {
         Ok(m) if f.t >= 0.99 * m.t => Err(format!(
             "flow: not scored: its LP optimum ({:.4}) is not 1 % below the mixture's ({:.4}), whose families pipeline better",
             f.t, m.t
