@@ -148,3 +148,37 @@ fn ring_baseline_matches_the_ring_program() {
     let direct = sim::busbw_table(&p, &topo, &[1 << 24], &opts).unwrap();
     assert_eq!(base, direct);
 }
+
+/// A size outside the file's [minBytes, maxBytes] window is still
+/// simulated, with a note naming the window: ring8's small-message band
+/// (maxBytes 32 MiB) at 64 MiB, where MSCCL would not use it. The runtime's
+/// window rules (`Program::serves`): executor inclusive with 0 = no limit,
+/// legacy exclusive with a 128 MiB default.
+#[test]
+fn sizes_outside_the_window_get_a_note() {
+    let o = Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(["simulate", "schedules/ring8-small-rs.xml"])
+        .args(["--topo", "topologies/ring8.json", "--sizes", "1M,64M"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("67108864 B is outside the file's window")
+            && err.contains("maxBytes 33554432")
+            && !err.contains("1048576 B"),
+        "{err}"
+    );
+    let mut p =
+        rscc::front::msccl_xml::load(std::path::Path::new("schedules/ring8-small-rs.xml")).unwrap();
+    assert!(p.serves(32 << 20) && !p.serves((32 << 20) + 1));
+    p.max_bytes = Some(0);
+    assert!(p.serves(1 << 40));
+    p.runtime = rscc::ir::Runtime::Legacy;
+    p.max_bytes = Some(32 << 20);
+    assert!(p.serves((32 << 20) - 1) && !p.serves(32 << 20));
+    p.max_bytes = None;
+    assert!(p.serves((128 << 20) - 1) && !p.serves(128 << 20));
+    p.min_bytes = 4096;
+    assert!(!p.serves(4095));
+}

@@ -183,6 +183,7 @@ pub fn run_program_cli(
         verify(prog, &VerifyOptions::default())
             .map_err(|e| CliError::check(format!("{}: verification failed: {e}", prog.name)))?;
     }
+    super::sizes::window_notes(prog, &sizes);
     let opts = RunOptions {
         dtype,
         redop,

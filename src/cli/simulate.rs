@@ -141,6 +141,7 @@ pub fn run(args: SimulateArgs) -> CliResult {
     let opts = options(&args)?;
     let topo = crate::front::load_topology(&args.topo).map_err(CliError::input)?;
     let prog = crate::front::msccl_xml::load(&args.file).map_err(CliError::input)?;
+    sizes::window_notes(&prog, &size_list);
     let out = report(
         &prog,
         &topo,

@@ -3,6 +3,27 @@
 //! comma-separated mixtures. Suffixes K, M, G, T are binary (1024-based),
 //! case-insensitive, optionally followed by `B` or `iB`.
 
+/// A note for every size outside `prog`'s [minBytes, maxBytes] window
+/// (`Program::serves`): the runtime would not use the file for it, and a
+/// window below some size can be what makes a schedule safe (docs/
+/// verifier.md). `run` and `simulate` go on and report them.
+pub fn window_notes(prog: &crate::ir::Program, sizes: &[u64]) {
+    let outside: Vec<String> = sizes
+        .iter()
+        .filter(|&&s| !prog.serves(s))
+        .map(|s| s.to_string())
+        .collect();
+    if !outside.is_empty() {
+        eprintln!(
+            "note: {} B {} outside the file's window (minBytes {}, maxBytes {}): MSCCL would not use it there, and the verifier's guarantee covers only the window",
+            outside.join(", "),
+            if outside.len() == 1 { "is" } else { "are" },
+            prog.min_bytes,
+            prog.max_bytes.map_or("absent".to_string(), |m| m.to_string())
+        );
+    }
+}
+
 /// Parse a size list. Errors name the offending item.
 pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
     let mut out = Vec::new();

@@ -17,9 +17,9 @@ pub const NCCL_STEPS: u32 = 8;
 /// multi-chunk step is one message only while its chunks fit in one; the
 /// simulator, the verifier's buffering model and `flow`'s chunk count all
 /// use it.
+pub const SIMPLE_TILE_BYTES: u64 = (NCCL_STEPS as u64 / 2) * (NCCL_BUFFSIZE / NCCL_STEPS as u64);
 /// Most channels an MSCCL program may use (msccl-xml.md).
 pub const MAX_CHANNELS: usize = 32;
-pub const SIMPLE_TILE_BYTES: u64 = (NCCL_STEPS as u64 / 2) * (NCCL_BUFFSIZE / NCCL_STEPS as u64);
 
 /// The collective a Program implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -384,6 +384,22 @@ impl Program {
     pub fn max_tbs_per_rank(&self) -> usize {
         self.gpus.iter().map(|g| g.tbs.len()).max().unwrap_or(0)
     }
+    /// Whether the runtime would use this file for a call of `bytes`
+    /// (nccl-tests' S) by its [minBytes, maxBytes] window: the executor's
+    /// bounds are inclusive and maxBytes 0 means no limit; legacy's upper
+    /// bound is exclusive and defaults to 128 MiB (msccl-xml.md §3, §9).
+    pub fn serves(&self, bytes: u64) -> bool {
+        let b = bytes as i128;
+        if b < self.min_bytes as i128 {
+            return false;
+        }
+        match (self.runtime, self.max_bytes) {
+            (Runtime::Executor, None | Some(0)) => true,
+            (Runtime::Executor, Some(m)) => b <= m as i128,
+            (Runtime::Legacy, m) => b < m.unwrap_or(128 << 20) as i128,
+        }
+    }
+
     /// Chunks per rank's output shard (C / R for reduce-scatter).
     pub fn chunks_per_shard(&self) -> i64 {
         if self.ngpus > 0 {

@@ -123,7 +123,6 @@ fn built(algs: Vec<Algorithm>) -> Vec<Candidate> {
         .collect()
 }
 
-/// Candidate Algorithms for one (non-auto) algorithm, best first.
 /// Extra candidates for small messages, compiled and scored by `auto`
 /// beside [`candidates`]' first fit: `tree`'s pieced members
 /// ([`tree::HopGraph::pieced`]), whose slack branches move as multi-chunk
@@ -144,6 +143,7 @@ pub fn small_candidates(
     Ok(vec![Box::new(move || g.pieced(k, &tree::PIECES))])
 }
 
+/// Candidate Algorithms for one (non-auto) algorithm, best first.
 pub fn candidates(
     topo: &Topology,
     algo: Algo,
@@ -254,13 +254,11 @@ pub fn candidates(
         Algo::Mix => {
             let fams = families(topo);
             let m = mix::solve(topo, &fams, o.time_limit_s, o.seed).map_err(SynthError)?;
-            let used: Vec<usize> = (0..fams.len()).filter(|&i| m.weights[i] > 1e-9).collect();
             let chunks = match o.chunks {
                 Some(c) => c,
                 None => best_chunk_count(topo, &fams, &m),
             };
             let counts = mix::round(&m.weights, chunks);
-            let _ = used;
             // Chunks of a family move together; if that is rejected (a
             // ring family's multi-chunk steps deadlock once split), each
             // chunk on its own channels.

@@ -205,10 +205,13 @@ struct Instr {
     snap: u32,
 }
 
-/// Primitive calls of a step: MSCCL runs a step with `cnt` = k as k calls
-/// (one chunk each) whenever a chunk is at least half a tile
-/// (msccl_setup.cc: mscclSetupCount), so each call is one message through
-/// the connection's FIFO. Local steps are one event.
+/// Primitive calls of a step when multi-chunk steps are split: k for
+/// `cnt` = k, one chunk each. MSCCL makes ⌈k / maxAllowedCount⌉ calls
+/// (msccl_setup.cc: mscclSetupCount; maxAllowedCount = tile / chunk, 1 once
+/// a chunk is half a tile or more), so k is the most there can be — exact
+/// at large sizes, more messages than MSCCL's (the stricter FIFO test)
+/// between. Each call is one message through the connection's FIFO.
+/// Local steps are one event.
 fn calls_of(s: &Step, split: bool) -> u32 {
     if split && (s.kind.sends() || s.kind.recvs()) {
         s.cnt.max(1) as u32
@@ -249,9 +252,9 @@ fn send_event(first: u32, s: &Step, i: u32) -> u32 {
 
 /// Build the event graph and an execution order.
 ///
-/// A step with `cnt` = k is k primitive calls, one message each (MSCCL
-/// splits a multi-chunk step so whenever a chunk is at least half a tile,
-/// i.e. at every large size; rscc's executor always does). Each call is a
+/// With `split`, a step with `cnt` = k is k primitive calls, one message
+/// each ([`calls_of`]: MSCCL's split at large sizes; rscc's CPU executor
+/// splits exactly when MSCCL would); without, one. Each call is a
 /// receive event R then a send event S (`rrs`, `rcs`, `rrcs`), or one of
 /// them; a local step is one event. Edges: the events of a step in order;
 /// program order (last event of a step → first event of the next);
@@ -831,8 +834,9 @@ pub(crate) fn one_message_up_to(p: &Program) -> (u64, u64) {
 
 /// The event plan under the buffering the program will meet. MSCCL moves a
 /// multi-chunk step as one message only while `cnt` chunks fit in one
-/// Simple tile (2 MiB; maxAllowedCount ≥ cnt), and as one message per chunk
-/// above that, so a file is checked per chunk unless its `maxBytes` keeps
+/// Simple tile (2 MiB; maxAllowedCount ≥ cnt), and as several above that
+/// ([`calls_of`] counts one per chunk), so a file is checked per chunk
+/// unless its `maxBytes` keeps
 /// every call below that size. When the per-chunk check finds a cycle and
 /// the one-message check does not, the error says which `maxBytes` would
 /// make the file safe.
