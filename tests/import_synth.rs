@@ -88,7 +88,9 @@ fn imported_nvswitch_hosts_match_the_shipped_nvlink_bound() {
 /// per-edge flow LP on the MI250X mesh, the hierarchical schedule over the
 /// host's groups (`hier::groups`) on the islands — beats the ring by a wide
 /// margin. Figures from the simulator and the cut bound (docs/benchmarks.md
-/// "Imported machines").
+/// "Imported machines"). The MI250X hive's ring is itself two cycles
+/// (four rings) packed over its xGMI pairs since the sixth session (31.5 →
+/// 63 % of the bound at 1 GiB), so flow's lead there is 1.21×, not 2.4×.
 #[test]
 fn synthesized_schedules_win_on_uneven_meshes() {
     use rscc::sim::{simulate, SimOptions};
@@ -97,7 +99,7 @@ fn synthesized_schedules_win_on_uneven_meshes() {
             "rccl-xml/rccl_topo_8p1h_MI250X-gfx90a_8GCD_1hive.xml",
             Algo::Flow,
             70.0,
-            2.0,
+            1.15,
         ),
         (
             "rccl-xml/rccl_topo_8p_rome_Vega20-gfx906_8GPU_Rome.xml",

@@ -51,19 +51,11 @@ pub fn find_rings(topo: &Topology) -> Vec<Vec<usize>> {
         cap[a][b] = m.min(back);
     }
     let mut rings = Vec::new();
-    while let Some(cycle) = hamiltonian(n, |a, b| cap[a][b] > 0) {
-        for w in 0..n {
-            let (a, b) = (cycle[w], cycle[(w + 1) % n]);
-            cap[a][b] -= 1;
-            cap[b][a] -= 1;
-        }
+    for cycle in pack_cycles(n, cap) {
         let mut rev = cycle.clone();
         rev[1..].reverse();
         rings.push(cycle);
         rings.push(rev);
-        if rings.len() >= 16 {
-            break;
-        }
     }
     if !rings.is_empty() {
         return rings;
@@ -120,6 +112,152 @@ fn rail_rings(topo: &Topology) -> Option<Vec<Vec<usize>>> {
         rings.push(order);
     }
     Some(rings)
+}
+
+/// Most edge-disjoint Hamiltonian cycles (each used in both directions)
+/// ring search looks for: 16 rings.
+const MAX_CYCLES: usize = 8;
+
+/// Edge-disjoint Hamiltonian cycles over the pair multiplicities `cap`
+/// (symmetric; a cycle uses one unit of each pair it crosses), as many as
+/// the search finds up to the degree bound ⌊min over ranks of Σ cap / 2⌋
+/// (and [`MAX_CYCLES`]). Taking the first cycle found and repeating
+/// depends on the rank labels: on the DGX-1 cube mesh in nvidia-smi's
+/// numbering the first cycle leaves no room for a third, where the tools'
+/// numbering gives three. So when that greedy packing stops short of the
+/// bound, a backtracking search over which cycles to take (in canonical
+/// order, so each set is tried once) runs within [`SEARCH_BUDGET`] node
+/// expansions, and the largest packing found is kept.
+fn pack_cycles(n: usize, mut cap: Vec<Vec<u32>>) -> Vec<Vec<usize>> {
+    let degree = (0..n)
+        .map(|a| cap[a].iter().sum::<u32>() as usize)
+        .min()
+        .unwrap_or(0);
+    let target = (degree / 2).min(MAX_CYCLES);
+    let mut greedy = Vec::new();
+    {
+        let mut c = cap.clone();
+        while greedy.len() < target {
+            let Some(cycle) = hamiltonian(n, |a, b| c[a][b] > 0) else {
+                break;
+            };
+            take(&mut c, &cycle, false);
+            greedy.push(cycle);
+        }
+    }
+    if greedy.len() >= target {
+        return greedy;
+    }
+    let mut best = greedy;
+    let mut budget = SEARCH_BUDGET;
+    let mut chosen = Vec::new();
+    pack_search(n, &mut cap, target, &mut chosen, &mut best, &mut budget);
+    best
+}
+
+/// Remove (or, with `back`, restore) one unit of every pair `cycle`
+/// crosses.
+fn take(cap: &mut [Vec<u32>], cycle: &[usize], back: bool) {
+    let n = cycle.len();
+    for w in 0..n {
+        let (a, b) = (cycle[w], cycle[(w + 1) % n]);
+        if back {
+            cap[a][b] += 1;
+            cap[b][a] += 1;
+        } else {
+            cap[a][b] -= 1;
+            cap[b][a] -= 1;
+        }
+    }
+}
+
+/// Backtracking step of [`pack_cycles`]: every Hamiltonian cycle of the
+/// remaining pairs not before the last one chosen (lexicographically), in
+/// turn taken and searched below, until a packing of `target` cycles is
+/// found or the budget runs out.
+fn pack_search(
+    n: usize,
+    cap: &mut Vec<Vec<u32>>,
+    target: usize,
+    chosen: &mut Vec<Vec<usize>>,
+    best: &mut Vec<Vec<usize>>,
+    budget: &mut usize,
+) {
+    if chosen.len() > best.len() {
+        *best = chosen.clone();
+    }
+    if best.len() >= target || *budget == 0 {
+        return;
+    }
+    let mut cycles = Vec::new();
+    let c = &*cap;
+    for_each_hamiltonian(
+        n,
+        |a, b| c[a][b] > 0,
+        budget,
+        |cycle| {
+            if chosen.last().is_none_or(|last| cycle >= last.as_slice()) {
+                cycles.push(cycle.to_vec());
+            }
+        },
+    );
+    for cycle in cycles {
+        take(cap, &cycle, false);
+        chosen.push(cycle);
+        pack_search(n, cap, target, chosen, best, budget);
+        let cycle = chosen.pop().expect("pushed above");
+        take(cap, &cycle, true);
+        if best.len() >= target || *budget == 0 {
+            return;
+        }
+    }
+}
+
+/// Every Hamiltonian cycle over `edge(a, b)` once (starting at 0, second
+/// rank below the last), by depth-first search, while `budget` node
+/// expansions last.
+fn for_each_hamiltonian(
+    n: usize,
+    edge: impl Fn(usize, usize) -> bool,
+    budget: &mut usize,
+    mut f: impl FnMut(&[usize]),
+) {
+    fn go(
+        path: &mut Vec<usize>,
+        on: &mut [bool],
+        edge: &dyn Fn(usize, usize) -> bool,
+        budget: &mut usize,
+        f: &mut dyn FnMut(&[usize]),
+    ) {
+        let n = on.len();
+        let v = *path.last().expect("starts at 0");
+        if path.len() == n {
+            if edge(v, 0) && path[1] < path[n - 1] {
+                f(path);
+            }
+            return;
+        }
+        for w in 0..n {
+            if on[w] || !edge(v, w) {
+                continue;
+            }
+            if *budget == 0 {
+                return;
+            }
+            *budget -= 1;
+            on[w] = true;
+            path.push(w);
+            go(path, on, edge, budget, f);
+            path.pop();
+            on[w] = false;
+        }
+    }
+    if n < 3 {
+        return;
+    }
+    let mut on = vec![false; n];
+    on[0] = true;
+    go(&mut vec![0], &mut on, &edge, budget, &mut f);
 }
 
 /// A Hamiltonian cycle starting at 0 over `edge(a, b)`, by depth-first
@@ -218,5 +356,101 @@ pub fn ring_algorithm(spec: Spec, rings: &[Vec<usize>]) -> Algorithm {
         ),
         spec,
         transfers,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVLink counts of a DGX-1 in nvidia-smi's numbering (the oneflow
+    /// dump in ../shared/topologies-real/nvidia-smi-topo): the tools'
+    /// numbering relabelled, so three edge-disjoint Hamiltonian cycles
+    /// exist, but the first one the depth-first search takes leaves room
+    /// for only one more.
+    fn dgx1_smi() -> Vec<Vec<u32>> {
+        let pairs = [
+            (0, 1, 1),
+            (0, 2, 1),
+            (0, 3, 2),
+            (0, 4, 2),
+            (1, 2, 2),
+            (1, 3, 1),
+            (1, 5, 2),
+            (2, 3, 2),
+            (2, 6, 1),
+            (3, 7, 1),
+            (4, 5, 1),
+            (4, 6, 1),
+            (4, 7, 2),
+            (5, 6, 2),
+            (5, 7, 1),
+            (6, 7, 2),
+        ];
+        let mut cap = vec![vec![0u32; 8]; 8];
+        for (a, b, m) in pairs {
+            cap[a][b] = m;
+            cap[b][a] = m;
+        }
+        cap
+    }
+
+    #[test]
+    fn packs_three_cycles_on_a_relabelled_dgx1() {
+        let cap = dgx1_smi();
+        // Taking the first cycle found, again and again, stops at two.
+        let mut c = cap.clone();
+        let mut greedy = 0;
+        while let Some(cycle) = hamiltonian(8, |a, b| c[a][b] > 0) {
+            take(&mut c, &cycle, false);
+            greedy += 1;
+        }
+        assert_eq!(greedy, 2);
+        let cycles = pack_cycles(8, cap.clone());
+        assert_eq!(cycles.len(), 3, "{cycles:?}");
+        // Each is Hamiltonian, and together they use every NVLink once.
+        let mut used = vec![vec![0u32; 8]; 8];
+        for cy in &cycles {
+            let mut seen = cy.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..8).collect::<Vec<_>>());
+            for w in 0..8 {
+                let (a, b) = (cy[w], cy[(w + 1) % 8]);
+                used[a][b] += 1;
+                used[b][a] += 1;
+            }
+        }
+        assert_eq!(used, cap);
+    }
+
+    #[test]
+    fn packing_stops_at_the_degree_bound() {
+        // A ring (degree 2) and K4 (degree 3) hold one cycle each.
+        let ring: Vec<Vec<u32>> = (0..6)
+            .map(|a| {
+                (0..6)
+                    .map(|b| u32::from((a + 1) % 6 == b || (b + 1) % 6 == a))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(pack_cycles(6, ring).len(), 1);
+        let clique: Vec<Vec<u32>> = (0..4)
+            .map(|a| (0..4).map(|b| u32::from(a != b)).collect())
+            .collect();
+        assert_eq!(pack_cycles(4, clique).len(), 1);
+        // K5 (degree 4) splits into two Hamiltonian cycles.
+        let k5: Vec<Vec<u32>> = (0..5)
+            .map(|a| (0..5).map(|b| u32::from(a != b)).collect())
+            .collect();
+        assert_eq!(pack_cycles(5, k5).len(), 2);
+    }
+
+    #[test]
+    fn enumerates_each_cycle_once() {
+        // K4 has three Hamiltonian cycles.
+        let mut budget = SEARCH_BUDGET;
+        let mut n = 0;
+        for_each_hamiltonian(4, |a, b| a != b, &mut budget, |_| n += 1);
+        assert_eq!(n, 3);
     }
 }
