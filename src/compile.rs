@@ -296,7 +296,7 @@ pub fn auto(
                     synth::DIRECT_MAX_RANKS
                 ))
             } else if !synth::tree::applies(topo) {
-                Some("every pair of ranks is direct neighbours, so the trees would be the direct schedule".to_string())
+                Some("every pair of ranks is one hop apart (no cheapest route passes through another GPU), so the trees would be the direct schedule".to_string())
             } else {
                 None
             };

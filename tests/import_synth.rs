@@ -175,3 +175,45 @@ fn one_host_splits_into_groups_for_hier() {
         );
     }
 }
+
+/// The nvidia-smi dump of a DGX-1 describes the shipped DGX-1's NVLinks in
+/// another numbering, plus PCIe, CPUs and a NIC. Its schedules match the
+/// shipped machine's: three Hamiltonian cycles (six rings) at 1 GiB,
+/// whatever the labels, and latency trees over the NVLink pairs at 64 KiB,
+/// although every pair of its GPUs also reaches each other over PCIe (a
+/// far pair's cheapest route is two NVLinks through a GPU, so it is not a
+/// hop). Before the sixth session it got 4 rings (61 % of the bound) and
+/// the direct schedule at 64 KiB (7.6 µs against 1.86).
+#[test]
+fn imported_dgx1_gets_the_shipped_dgx1_schedules() {
+    use rscc::sim::SimOptions;
+    let shipped = rscc::front::load_topology(Path::new("topologies/dgx1-v100.json")).unwrap();
+    let dump = rscc::front::load_topology(Path::new(
+        "tests/data/real/nvidia-smi-topo/DGX1-V100-SXM2_8GPU_hybrid-cube-mesh_1xEDR_oneflow-dlperf.txt",
+    ))
+    .unwrap();
+    assert!(rscc::synth::tree::applies(&dump));
+    let sizes = [64u64 << 10, 1 << 30];
+    let pick = |topo| {
+        let sel = rscc::compile::auto(
+            topo,
+            &CompileOptions::default(),
+            &sizes,
+            &SimOptions::default(),
+            None,
+        )
+        .unwrap();
+        sel.winners
+            .iter()
+            .enumerate()
+            .map(|(s, &w)| (sel.candidates[w].algorithm.name.clone(), sel.times_us[w][s]))
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (pick(&shipped), pick(&dump));
+    for ((na, ta), (nb, tb)) in a.iter().zip(&b) {
+        assert_eq!(na, nb);
+        assert!((tb / ta - 1.0).abs() < 0.01, "{nb}: {tb} vs shipped {ta}");
+    }
+    assert!(b[0].0.starts_with("tree"), "{b:?}");
+    assert_eq!(b[1].0, "ringx6", "{b:?}");
+}

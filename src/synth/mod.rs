@@ -204,7 +204,7 @@ pub fn candidates(
         Algo::Tree => {
             if !tree::applies(topo) {
                 return Err(SynthError(format!(
-                    "--algo tree: every pair of ranks of {} is direct neighbours, so the trees are the direct schedule",
+                    "--algo tree: every pair of ranks of {} is one hop apart (no cheapest route passes through another GPU), so the trees are the direct schedule",
                     topo.name
                 )));
             }

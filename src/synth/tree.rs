@@ -1,6 +1,7 @@
 //! Latency trees: per shard, a reduction in-tree along fewest GPU-to-GPU
-//! hops to the owner, for topologies where some ranks are not direct
-//! neighbours (hybrid cube-mesh, rings, partial meshes).
+//! hops to the owner, for topologies where some ranks are not one hop
+//! apart (hybrid cube-mesh, rings, partial meshes): a hop is a pair whose
+//! cheapest route passes through no other GPU ([`hops`]).
 //!
 //! The direct schedule sends every contribution straight to its owner over
 //! a multi-hop route, so on such machines several routes share each link.
@@ -38,7 +39,7 @@ use std::collections::VecDeque;
 /// its narrowest incoming hop.
 pub struct HopGraph {
     n: usize,
-    /// cap[u·n + v]: width of the hop u → v (0: not direct neighbours).
+    /// cap[u·n + v]: width of the hop u → v (0: not one hop apart).
     cap: Vec<f64>,
     /// next[u]: ranks u reaches in one hop, ascending.
     next: Vec<Vec<usize>>,
@@ -59,8 +60,8 @@ impl HopGraph {
         // into[v]: ranks that reach v in one hop.
         let mut into: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut narrowest = vec![f64::INFINITY; n];
-        for u in 0..n {
-            for (v, b) in topo.direct_neighbours(u) {
+        for (u, hops) in hops(topo).into_iter().enumerate() {
+            for (v, b) in hops {
                 if v != u && cap[u * n + v] == 0.0 {
                     cap[u * n + v] = if b > 0.0 { b } else { f64::MIN_POSITIVE };
                     next[u].push(v);
@@ -343,7 +344,7 @@ impl HopGraph {
 }
 
 /// The latency-tree algorithm with `spec.chunks` tree classes, or None
-/// when some rank cannot reach an owner through direct neighbours
+/// when some rank cannot reach an owner through hops
 /// ([`HopGraph::algorithm`]).
 pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
     HopGraph::new(topo).map(|g| g.algorithm(spec))
@@ -364,14 +365,37 @@ pub const GRADES: usize = 3;
 /// ([`HopGraph::pieced`]), in chunks.
 pub const PIECES: [usize; 4] = [1, 2, 3, 4];
 
+/// The hops trees grow on, per rank: the direct neighbours
+/// ([`Topology::direct_neighbours`]: over a link, a switch or NICs, no GPU
+/// in between) whose cheapest route — the one a transfer between them
+/// takes — passes through no other GPU either, with that route's
+/// bottleneck. On a DGX-1 whose dump includes PCIe every pair of GPUs is
+/// a direct neighbour over the CPUs, but a far pair's cheapest route is
+/// two NVLinks through a GPU (1.4 µs against 1.5 over PCIe), so only the
+/// NVLink pairs are hops, as on the NVLink-only DGX-1.
+fn hops(topo: &Topology) -> Vec<Vec<(usize, f64)>> {
+    (0..topo.num_ranks())
+        .map(|u| {
+            let pred = topo.route_tree(u);
+            topo.direct_neighbours(u)
+                .into_iter()
+                .filter_map(|(v, _)| {
+                    let r = topo.route_from_tree(u, v, &pred)?;
+                    (!r.through_gpu).then_some((v, r.bottleneck_gbps))
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// Whether latency trees differ from the direct schedule: some pair of
-/// ranks is not direct neighbours.
+/// ranks is not one hop apart ([`hops`]).
 pub fn applies(topo: &Topology) -> bool {
     let n = topo.num_ranks();
-    (0..n).any(|u| {
-        let nb = topo.direct_neighbours(u);
-        (0..n).any(|v| v != u && !nb.iter().any(|&(w, _)| w == v))
-    })
+    hops(topo)
+        .iter()
+        .enumerate()
+        .any(|(u, nb)| (0..n).any(|v| v != u && !nb.iter().any(|&(w, _)| w == v)))
 }
 
 #[cfg(test)]

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Bound % per size band for every real topology dump: `rscc synth -o DIR/`
+# on each file in ../shared/topologies-real (or DUMPS), the `bound%`
+# column of the per-band table it prints (each size scored with the file
+# that serves it). Prints a table and writes JSON.
+#
+#   bench/imported.sh [RSCC_BIN] [OUT.json]
+#
+# Run it with two binaries side by side to compare (docs/benchmarks.md
+# "Imported machines").
+set -euo pipefail
+bin=${1:-target/release/rscc}
+out=${2:-bench/results/imported.json}
+dumps=${DUMPS:-../shared/topologies-real}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$(dirname "$out")"
+: > "$tmp/rows"
+for f in "$dumps"/{nccl-xml,nvidia-smi-topo,rccl-xml,rocm-smi-topo}/*; do
+  [ -f "$f" ] || continue
+  rm -rf "$tmp/dir"
+  row=$(timeout 300 "$bin" synth --topo "$f" -o "$tmp/dir/" 2>&1 |
+        awk '$1 ~ /^[0-9]+$/ && NF >= 5 {printf "%s:%s ", $1, $4}') || true
+  echo "$(basename "$f") $row" >> "$tmp/rows"
+done
+python3 - "$tmp/rows" "$out" <<'PY'
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    name, *cells = line.split()
+    rows[name] = {k: (None if v == "-" else float(v)) for k, v in (c.split(":") for c in cells)}
+sizes = ["65536", "1048576", "16777216", "1073741824"]
+print("| dump | 64 KiB | 1 MiB | 16 MiB | 1 GiB |")
+print("|---|---|---|---|---|")
+for name, r in rows.items():
+    cell = lambda s: "-" if r.get(s) is None else f"{r[s]:.1f}"
+    print(f"| {name} | " + " | ".join(cell(s) for s in sizes) + " |")
+json.dump({"bound_pct": rows}, open(sys.argv[2], "w"), indent=1)
+PY
+echo "wrote $out" >&2
