@@ -140,7 +140,9 @@ pub fn f64_to_rational(x: f64) -> Option<BigRational> {
 }
 
 /// Node ids, capacities (exact) and GPU flags of the graph the cut bound
-/// is taken on (reversed for reduce-scatter).
+/// is taken on (reversed for reduce-scatter): the links some rank-to-rank
+/// route crosses ([`Topology::routed_links`]), since no transfer can use
+/// the others.
 struct CutGraph {
     n: usize,
     /// (from, to, capacity) in the orientation the bound uses.
@@ -156,8 +158,12 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
     };
     let g = &topo.graph;
     let n = g.node_count();
+    let routed = topo.routed_links();
     let mut edges = Vec::with_capacity(g.edge_count());
     for e in g.edge_references() {
+        if !routed[e.id().index()] {
+            continue;
+        }
         let (a, b) = (e.source().index(), e.target().index());
         let l = e.weight();
         let cap = f64_to_rational(l.bw_gbps)
@@ -365,12 +371,15 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
         }
         all.extend_from_slice(&dist);
     }
+    // Only links some route crosses carry a shard's bytes (as in the cut
+    // bound).
+    let routed = topo.routed_links();
     let inlinks = topo
         .ranks
         .iter()
         .map(|&dn| {
             g.edges_directed(dn, petgraph::Direction::Incoming)
-                .filter(|e| e.weight().capacity_gbps() > 0.0)
+                .filter(|e| e.weight().capacity_gbps() > 0.0 && routed[e.id().index()])
                 .map(|e| {
                     (
                         e.source().index(),

@@ -255,6 +255,31 @@ impl Topology {
         })
     }
 
+    /// Per link (edge index): whether some rank-to-rank route
+    /// ([`Topology::route`]) crosses it. Every transfer between ranks —
+    /// relays through GPUs included, each hop its own transfer — follows
+    /// such a route, so the other links (PCIe beside NVLink, a NIC on a
+    /// single host) can never carry data.
+    pub fn routed_links(&self) -> Vec<bool> {
+        let g = &self.graph;
+        let mut used = vec![false; g.edge_count()];
+        let mut seen = vec![usize::MAX; g.node_count()];
+        for src in 0..self.num_ranks() {
+            let pred = self.route_tree(src);
+            seen[self.ranks[src].index()] = src;
+            for &d in &self.ranks {
+                let mut v = d;
+                while seen[v.index()] != src {
+                    seen[v.index()] = src;
+                    let Some(e) = pred[v.index()] else { break };
+                    used[e.index()] = true;
+                    v = g.edge_endpoints(e).expect("edge of the graph").0;
+                }
+            }
+        }
+        used
+    }
+
     /// All-pairs routes, `routes[src][dst]` (None on the diagonal).
     pub fn all_routes(&self) -> Vec<Vec<Option<Route>>> {
         (0..self.num_ranks())
