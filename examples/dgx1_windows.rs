@@ -14,8 +14,10 @@
 //! [1.4, T]). Both windows are w = T − 1.4 wide. Per owner, the LP picks
 //! the share of the shard's elements for each vector of choices (one per
 //! far rank), charges every link its bytes in its window, and minimises w.
-//! The rows differ in where the neighbours' own contributions — sent
-//! directly, merged nowhere — are charged.
+//! The columns differ in where the neighbours' own contributions — sent
+//! directly, merged nowhere — are charged; in the last, a neighbour may also
+//! send them in the first window to another neighbour of the owner that
+//! relays those elements, to be merged there.
 
 use good_lp::solvers::highs::highs;
 use good_lp::{constraint, variable, Expression, ProblemVariables, Solution, SolverModel};
@@ -34,6 +36,9 @@ enum Own {
     Second,
     /// Split between the two as the LP likes.
     Split,
+    /// Split, or sent in the first window to another neighbour of d that
+    /// relays those elements and merges them.
+    Via,
 }
 
 fn solve(topo: &rscc::ir::Topology, shard: f64, own: Own) -> f64 {
@@ -52,6 +57,7 @@ fn solve(topo: &rscc::ir::Topology, shard: f64, own: Own) -> f64 {
     let mut first: HashMap<(usize, usize), Expression> = HashMap::new();
     let mut second: HashMap<(usize, usize), Expression> = HashMap::new();
     let mut sums = Vec::new();
+    let mut le0: Vec<Expression> = Vec::new();
     for d in 0..n {
         let far: Vec<usize> = (0..n)
             .filter(|&u| u != d && cap[u * n + d] == 0.0)
@@ -76,9 +82,23 @@ fn solve(topo: &rscc::ir::Topology, shard: f64, own: Own) -> f64 {
         }
         let mut sum = Expression::from(0.0);
         let mut relayed = vec![Expression::from(0.0); n];
+        let mut via = vec![Expression::from(0.0); n];
         for c in &vectors {
             let x = vars.add(variable().min(0.0));
             sum += x;
+            if matches!(own, Own::Via) {
+                let used: Vec<usize> = c.iter().copied().filter(|&r| r != usize::MAX).collect();
+                for r in (0..n).filter(|&r| cap[r * n + d] > 0.0 && !used.contains(&r)) {
+                    let mut tot = Expression::from(0.0);
+                    for &r2 in used.iter().filter(|&&r2| cap[r * n + r2] > 0.0) {
+                        let v = vars.add(variable().min(0.0));
+                        tot += v;
+                        via[r] += v;
+                        *first.entry((r, r2)).or_default() += v;
+                    }
+                    le0.push(tot - x * shard);
+                }
+            }
             let mut used = vec![false; n];
             for (j, &r) in c.iter().enumerate() {
                 if r == usize::MAX {
@@ -101,11 +121,13 @@ fn solve(topo: &rscc::ir::Topology, shard: f64, own: Own) -> f64 {
             // r's own bytes not merged into what it relays to d.
             let a = vars.add(variable().min(0.0));
             let b = vars.add(variable().min(0.0));
-            sums.push(Expression::from(a) + b + relayed[r].clone() * shard - shard);
+            sums.push(
+                Expression::from(a) + b + via[r].clone() + relayed[r].clone() * shard - shard,
+            );
             match own {
                 Own::First => sums.push(Expression::from(b)),
                 Own::Second => sums.push(Expression::from(a)),
-                Own::Free | Own::Split => {}
+                Own::Free | Own::Split | Own::Via => {}
             }
             if !matches!(own, Own::Free) {
                 *first.entry((r, d)).or_default() += a;
@@ -121,6 +143,9 @@ fn solve(topo: &rscc::ir::Topology, shard: f64, own: Own) -> f64 {
     for s in rest {
         m = m.with(constraint!(s.clone() == 0.0));
     }
+    for s in le0 {
+        m = m.with(constraint!(s <= 0.0));
+    }
     for map in [&first, &second] {
         for (&(u, v), e) in map {
             m = m.with(constraint!(e.clone() <= cap[u * n + v] * w));
@@ -131,12 +156,12 @@ fn solve(topo: &rscc::ir::Topology, shard: f64, own: Own) -> f64 {
 
 fn main() {
     let topo = generate("dgx1-v100", &GenParams::default()).expect("dgx1-v100");
-    println!("| size | α-aware bound | own bytes not charged | with the first hops | with the second hops | split |");
-    println!("|---|---|---|---|---|---|");
+    println!("| size | α-aware bound | own bytes not charged | with the first hops | with the second hops | split | split, or via a relay |");
+    println!("|---|---|---|---|---|---|---|");
     for size in [16u64 << 10, 32 << 10, 64 << 10] {
         let lb = rscc::bound::alpha_bound_us(&topo, Collective::ReduceScatter, size).unwrap();
         let shard = size as f64 / topo.num_ranks() as f64;
-        let t: Vec<String> = [Own::Free, Own::First, Own::Second, Own::Split]
+        let t: Vec<String> = [Own::Free, Own::First, Own::Second, Own::Split, Own::Via]
             .iter()
             .map(|&o| {
                 let t = 1.4 + solve(&topo, shard, o);
