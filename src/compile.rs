@@ -295,10 +295,8 @@ pub fn auto(
                     topo.num_ranks(),
                     synth::DIRECT_MAX_RANKS
                 ))
-            } else if !synth::tree::applies(topo) {
-                Some("every pair of ranks is one hop apart (no cheapest route passes through another GPU), so the trees would be the direct schedule".to_string())
             } else {
-                None
+                synth::tree::not_offered(topo)
             };
             if let Some(why) = why {
                 skipped.push(format!("tree: not offered: {why}"));

@@ -218,3 +218,32 @@ fn imported_dgx1_gets_the_shipped_dgx1_schedules() {
     assert!(b[0].0.starts_with("tree"), "{b:?}");
     assert_eq!(b[1].0, "ringx6", "{b:?}");
 }
+
+/// On the 8-GCD MI250 dump a GCD reaches the GCDs it has no xGMI link to
+/// more cheaply over PCIe (1.0 µs against 1.4 over two xGMI links) but at
+/// 24 GB/s against 50, shared by every such pair. Trees grow over the xGMI
+/// links only (`synth::tree::hops`), so they are offered there and beat the
+/// direct schedule over PCIe at 64 KiB by about 1.3× (docs/benchmarks.md
+/// "Imported machines").
+#[test]
+fn trees_grow_over_links_not_pcie() {
+    use rscc::sim::{simulate, SimOptions};
+    let topo = rscc::front::load_topology(Path::new(
+        "tests/data/real/rccl-xml/rccl_topo_8p_90a_gfx90a_8GCD.xml",
+    ))
+    .unwrap();
+    assert!(rscc::synth::tree::applies(&topo));
+    let s = 64u64 << 10;
+    let t = |algo| {
+        let c = compile(&topo, &CompileOptions::algo(algo, None)).unwrap();
+        simulate(&c.program, &topo, s, &SimOptions::default())
+            .unwrap()
+            .time_us
+    };
+    let (tree, direct) = (t(Algo::Tree), t(Algo::Direct));
+    assert!(tree * 1.2 < direct, "tree {tree} µs vs direct {direct} µs");
+    // On a switch no two GPUs share a link, so no trees.
+    let h100 = rscc::front::load_topology(Path::new("topologies/dgx-h100.json")).unwrap();
+    let why = rscc::synth::tree::not_offered(&h100).unwrap();
+    assert!(why.contains("do not connect every rank"), "{why}");
+}

@@ -202,15 +202,12 @@ pub fn candidates(
             Ok(out)
         }
         Algo::Tree => {
-            if !tree::applies(topo) {
-                return Err(SynthError(format!(
-                    "--algo tree: every pair of ranks of {} is one hop apart (no cheapest route passes through another GPU), so the trees are the direct schedule",
-                    topo.name
-                )));
+            if let Some(why) = tree::not_offered(topo) {
+                return Err(SynthError(format!("--algo tree on {}: {why}", topo.name)));
             }
             let g = tree::HopGraph::new(topo).ok_or_else(|| {
                 SynthError(format!(
-                    "--algo tree: some rank of {} reaches an owner only through non-GPU paths the hop graph lacks",
+                    "--algo tree on {}: the GPUs' links do not connect every rank",
                     topo.name
                 ))
             })?;

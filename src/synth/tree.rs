@@ -51,17 +51,22 @@ pub struct HopGraph {
 }
 
 impl HopGraph {
-    /// None when some rank cannot reach an owner through direct
-    /// neighbours.
+    /// The hop graph over [`hops`]; None when some rank cannot reach an
+    /// owner over them.
     pub fn new(topo: &Topology) -> Option<HopGraph> {
         let n = topo.num_ranks();
+        HopGraph::from_hops(n, &hops(topo), topo)
+    }
+
+    /// [`HopGraph::new`] from hops already found (`hops[u]`: (v, width)).
+    fn from_hops(n: usize, hops: &[Vec<(usize, f64)>], topo: &Topology) -> Option<HopGraph> {
         let mut cap = vec![0.0f64; n * n];
         let mut next: Vec<Vec<usize>> = vec![Vec::new(); n];
         // into[v]: ranks that reach v in one hop.
         let mut into: Vec<Vec<usize>> = vec![Vec::new(); n];
         let mut narrowest = vec![f64::INFINITY; n];
-        for (u, hops) in hops(topo).into_iter().enumerate() {
-            for (v, b) in hops {
+        for (u, hops) in hops.iter().enumerate() {
+            for &(v, b) in hops {
                 if v != u && cap[u * n + v] == 0.0 {
                     cap[u * n + v] = if b > 0.0 { b } else { f64::MIN_POSITIVE };
                     next[u].push(v);
@@ -365,37 +370,57 @@ pub const GRADES: usize = 3;
 /// ([`HopGraph::pieced`]), in chunks.
 pub const PIECES: [usize; 4] = [1, 2, 3, 4];
 
-/// The hops trees grow on, per rank: the direct neighbours
-/// ([`Topology::direct_neighbours`]: over a link, a switch or NICs, no GPU
-/// in between) whose cheapest route — the one a transfer between them
-/// takes — passes through no other GPU either, with that route's
-/// bottleneck. On a DGX-1 whose dump includes PCIe every pair of GPUs is
-/// a direct neighbour over the CPUs, but a far pair's cheapest route is
-/// two NVLinks through a GPU (1.4 µs against 1.5 over PCIe), so only the
-/// NVLink pairs are hops, as on the NVLink-only DGX-1.
+/// The hops trees grow on, per rank: the GPUs it has a link to — its
+/// cheapest route to them is that one link, no switch, CPU or GPU in
+/// between — with the link's capacity. Through switches, PCIe or the CPUs
+/// a pair is not a hop even when that route is the cheapest: on the
+/// 8-GCD MI250 dumps a GCD reaches the GCDs it has no xGMI link to over
+/// PCIe at 1.0 µs against 1.4 over two xGMI links, but at 24 GB/s against
+/// 50, shared by every such pair, and trees over the xGMI links alone
+/// beat the direct schedule over PCIe at 64 KiB and 1 MiB. On a DGX-1
+/// whose dump includes PCIe only the NVLink pairs are hops, as on the
+/// NVLink-only DGX-1.
 fn hops(topo: &Topology) -> Vec<Vec<(usize, f64)>> {
-    (0..topo.num_ranks())
+    let n = topo.num_ranks();
+    (0..n)
         .map(|u| {
             let pred = topo.route_tree(u);
-            topo.direct_neighbours(u)
-                .into_iter()
-                .filter_map(|(v, _)| {
+            (0..n)
+                .filter(|&v| v != u)
+                .filter_map(|v| {
                     let r = topo.route_from_tree(u, v, &pred)?;
-                    (!r.through_gpu).then_some((v, r.bottleneck_gbps))
+                    (r.links.len() == 1).then_some((v, r.bottleneck_gbps))
                 })
                 .collect()
         })
         .collect()
 }
 
-/// Whether latency trees differ from the direct schedule: some pair of
-/// ranks is not one hop apart ([`hops`]).
-pub fn applies(topo: &Topology) -> bool {
+/// Why latency trees are not offered on `topo`, or None when they are:
+/// every pair of ranks has a link (the trees would be the direct
+/// schedule), or the GPUs' links do not connect every rank to every owner
+/// (switched or PCIe-joined GPUs: there the direct and hierarchical
+/// schedules cover it).
+pub fn not_offered(topo: &Topology) -> Option<String> {
     let n = topo.num_ranks();
-    hops(topo)
-        .iter()
-        .enumerate()
-        .any(|(u, nb)| (0..n).any(|v| v != u && !nb.iter().any(|&(w, _)| w == v)))
+    let hops = hops(topo);
+    if hops.iter().all(|h| h.len() + 1 >= n) {
+        return Some(
+            "every pair of ranks has a link, so the trees would be the direct schedule".into(),
+        );
+    }
+    if HopGraph::from_hops(n, &hops, topo).is_none() {
+        return Some(
+            "the GPUs' links do not connect every rank (trees grow over GPU-to-GPU links, not through switches or PCIe)".into(),
+        );
+    }
+    None
+}
+
+/// Whether latency trees are offered: some pair of ranks has no link,
+/// and the links connect every rank ([`not_offered`]).
+pub fn applies(topo: &Topology) -> bool {
+    not_offered(topo).is_none()
 }
 
 #[cfg(test)]
