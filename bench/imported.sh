@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bound % per size band for every real topology dump: `rscc synth -o DIR/`
-# on each file in ../shared/topologies-real (or DUMPS), the `bound%`
+# on each file in ../shared/topologies-real (or DUMPS; tests/data/real
+# when neither exists), the `bound%`
 # column of the per-band table it prints (each size scored with the file
 # that serves it). Prints a table and writes JSON.
 #
@@ -12,6 +13,8 @@ set -euo pipefail
 bin=${1:-target/release/rscc}
 out=${2:-bench/results/imported.json}
 dumps=${DUMPS:-../shared/topologies-real}
+# A clone without ../shared: the copies the tests use.
+[ -d "$dumps" ] || dumps=tests/data/real
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$(dirname "$out")"
