@@ -19,6 +19,7 @@
 
 use crate::ir::{Algorithm, NodeKind, Spec, Topology, Transfer};
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 /// Node expansions allowed per Hamiltonian-cycle search.
 const SEARCH_BUDGET: usize = 200_000;
@@ -191,14 +192,16 @@ fn pack_search(
     }
     let mut cycles = Vec::new();
     let c = &*cap;
-    for_each_hamiltonian(
+    each_hamiltonian(
         n,
         |a, b| c[a][b] > 0,
         budget,
         |cycle| {
-            if chosen.last().is_none_or(|last| cycle >= last.as_slice()) {
+            // One direction of each cycle, none before the last chosen.
+            if cycle[1] < cycle[n - 1] && chosen.last().is_none_or(|l| cycle >= l.as_slice()) {
                 cycles.push(cycle.to_vec());
             }
+            ControlFlow::Continue(())
         },
     );
     for cycle in cycles {
@@ -213,56 +216,19 @@ fn pack_search(
     }
 }
 
-/// Every Hamiltonian cycle over `edge(a, b)` once (starting at 0, second
-/// rank below the last), by depth-first search, while `budget` node
-/// expansions last.
-fn for_each_hamiltonian(
+/// Hamiltonian cycles starting at 0 over `edge(a, b)`, by iterative
+/// depth-first search (neighbours in rank order, nearest first), handed to
+/// `f` in the order found until it returns `Break` or `budget` node
+/// expansions run out. Each cycle comes once per direction.
+fn each_hamiltonian(
     n: usize,
     edge: impl Fn(usize, usize) -> bool,
     budget: &mut usize,
-    mut f: impl FnMut(&[usize]),
+    mut f: impl FnMut(&[usize]) -> ControlFlow<()>,
 ) {
-    fn go(
-        path: &mut Vec<usize>,
-        on: &mut [bool],
-        edge: &dyn Fn(usize, usize) -> bool,
-        budget: &mut usize,
-        f: &mut dyn FnMut(&[usize]),
-    ) {
-        let n = on.len();
-        let v = *path.last().expect("starts at 0");
-        if path.len() == n {
-            if edge(v, 0) && path[1] < path[n - 1] {
-                f(path);
-            }
-            return;
-        }
-        for w in 0..n {
-            if on[w] || !edge(v, w) {
-                continue;
-            }
-            if *budget == 0 {
-                return;
-            }
-            *budget -= 1;
-            on[w] = true;
-            path.push(w);
-            go(path, on, edge, budget, f);
-            path.pop();
-            on[w] = false;
-        }
-    }
     if n < 3 {
         return;
     }
-    let mut on = vec![false; n];
-    on[0] = true;
-    go(&mut vec![0], &mut on, &edge, budget, &mut f);
-}
-
-/// A Hamiltonian cycle starting at 0 over `edge(a, b)`, by depth-first
-/// search (neighbours in rank order, nearest first) with a node budget.
-fn hamiltonian(n: usize, edge: impl Fn(usize, usize) -> bool) -> Option<Vec<usize>> {
     let nbrs: Vec<Vec<usize>> = (0..n)
         .map(|a| {
             let mut v: Vec<usize> = (0..n).filter(|&b| b != a && edge(a, b)).collect();
@@ -274,37 +240,48 @@ fn hamiltonian(n: usize, edge: impl Fn(usize, usize) -> bool) -> Option<Vec<usiz
     let mut on = vec![false; n];
     on[0] = true;
     let mut next_idx = vec![0usize];
-    let mut budget = SEARCH_BUDGET;
     while let Some(&v) = path.last() {
-        if path.len() == n && edge(v, 0) {
-            return Some(path);
+        let i = next_idx.last_mut().expect("one index per path entry");
+        if path.len() == n {
+            // A full path: a cycle if it closes; then backtrack.
+            if *i == 0 && edge(v, 0) && f(&path).is_break() {
+                return;
+            }
+            *i = usize::MAX;
         }
-        let i = next_idx.last_mut()?;
         let mut advanced = false;
-        if path.len() < n {
-            while *i < nbrs[v].len() {
-                let w = nbrs[v][*i];
-                *i += 1;
-                if !on[w] {
-                    budget = budget.checked_sub(1)?;
-                    on[w] = true;
-                    path.push(w);
-                    next_idx.push(0);
-                    advanced = true;
-                    break;
+        while *i < nbrs[v].len() {
+            let w = nbrs[v][*i];
+            *i += 1;
+            if !on[w] {
+                if *budget == 0 {
+                    return;
                 }
+                *budget -= 1;
+                on[w] = true;
+                path.push(w);
+                next_idx.push(0);
+                advanced = true;
+                break;
             }
         }
         if !advanced {
-            let w = path.pop()?;
+            let w = path.pop().expect("non-empty in the loop");
             on[w] = false;
             next_idx.pop();
-            if path.is_empty() {
-                return None;
-            }
         }
     }
-    None
+}
+
+/// The first Hamiltonian cycle [`each_hamiltonian`] finds, within
+/// [`SEARCH_BUDGET`].
+fn hamiltonian(n: usize, edge: impl Fn(usize, usize) -> bool) -> Option<Vec<usize>> {
+    let (mut found, mut budget) = (None, SEARCH_BUDGET);
+    each_hamiltonian(n, edge, &mut budget, |c| {
+        found = Some(c.to_vec());
+        ControlFlow::Break(())
+    });
+    found
 }
 
 /// Ring reduce-scatter with the given ring orders and `chunks` chunks per
@@ -446,11 +423,31 @@ mod tests {
     }
 
     #[test]
-    fn enumerates_each_cycle_once() {
-        // K4 has three Hamiltonian cycles.
+    fn enumerates_each_cycle_once_per_direction() {
+        // K4 has three Hamiltonian cycles, six directed ones.
         let mut budget = SEARCH_BUDGET;
         let mut n = 0;
-        for_each_hamiltonian(4, |a, b| a != b, &mut budget, |_| n += 1);
-        assert_eq!(n, 3);
+        each_hamiltonian(
+            4,
+            |a, b| a != b,
+            &mut budget,
+            |_| {
+                n += 1;
+                ControlFlow::Continue(())
+            },
+        );
+        assert_eq!(n, 6);
+        // The budget stops the search.
+        let mut budget = 2;
+        each_hamiltonian(
+            4,
+            |a, b| a != b,
+            &mut budget,
+            |_| {
+                n += 1;
+                ControlFlow::Continue(())
+            },
+        );
+        assert_eq!((n, budget), (6, 0));
     }
 }
