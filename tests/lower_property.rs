@@ -249,12 +249,6 @@ fn runs_respect_the_step_size_limit() {
     };
     let p = lower(&alg, &opts).unwrap();
     verify(&p, &VerifyOptions::default()).unwrap();
-    let cnts: std::collections::BTreeSet<i64> = p
-        .gpus
-        .iter()
-        .flat_map(|g| g.tbs.iter())
-        .flat_map(|t| t.steps.iter())
-        .map(|s| s.cnt)
-        .collect();
+    let cnts: std::collections::BTreeSet<i64> = p.steps().map(|s| s.cnt).collect();
     assert_eq!(cnts.into_iter().collect::<Vec<_>>(), vec![30, 60]);
 }

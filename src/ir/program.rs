@@ -370,6 +370,12 @@ pub struct Program {
 }
 
 impl Program {
+    /// Every step of every threadblock of every rank, in file order.
+    pub fn steps(&self) -> impl Iterator<Item = &Step> {
+        self.gpus
+            .iter()
+            .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
+    }
     pub fn num_steps(&self) -> usize {
         self.gpus
             .iter()

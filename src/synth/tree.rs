@@ -511,13 +511,7 @@ mod tests {
         assert_eq!(a.spec.chunks, 18);
         let p = lower(&a, &LowerOptions::default()).unwrap();
         crate::verify::verify(&p, &Default::default()).unwrap();
-        let mut cnts: Vec<i64> = p
-            .gpus
-            .iter()
-            .flat_map(|g| g.tbs.iter())
-            .flat_map(|t| t.steps.iter())
-            .map(|s| s.cnt)
-            .collect();
+        let mut cnts: Vec<i64> = p.steps().map(|s| s.cnt).collect();
         cnts.sort_unstable();
         cnts.dedup();
         assert_eq!(cnts, vec![1, 2], "a class moves as one step");
@@ -570,12 +564,7 @@ mod tests {
         assert_eq!(a.name, "tree-pieced");
         assert_eq!(a.spec.chunks, 20);
         let p = lower(&a, &LowerOptions::default()).unwrap();
-        let mut cnts: Vec<i64> = p
-            .gpus
-            .iter()
-            .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
-            .map(|s| s.cnt)
-            .collect();
+        let mut cnts: Vec<i64> = p.steps().map(|s| s.cnt).collect();
         cnts.sort_unstable();
         cnts.dedup();
         assert_eq!(cnts, vec![1, 2, 3, 4, 10]);

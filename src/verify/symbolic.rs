@@ -310,12 +310,7 @@ fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
     let mut msg_off = vec![NONE; total];
     let mut snap_of = vec![NONE; total];
     let (mut msg_total, mut nsnaps) = (0usize, 0usize);
-    for (gid, s) in p
-        .gpus
-        .iter()
-        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
-        .enumerate()
-    {
+    for (gid, s) in p.steps().enumerate() {
         first[gid] = nodes as u32;
         nodes += events_of(s, split);
         if nodes >= (u32::MAX / 2) as usize {
@@ -502,9 +497,7 @@ fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
         ));
     }
     let steps = p
-        .gpus
-        .iter()
-        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
+        .steps()
         .enumerate()
         .map(|(gid, s)| Instr {
             kind: s.kind,
@@ -820,9 +813,7 @@ fn postcondition<V: Sym>(
 /// Simple tile (maxAllowedCount ≥ k).
 pub(crate) fn one_message_up_to(p: &Program) -> (u64, u64) {
     let max_cnt = p
-        .gpus
-        .iter()
-        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
+        .steps()
         .filter(|s| s.kind.sends() || s.kind.recvs())
         .map(|s| s.cnt.max(1) as u64)
         .max()
