@@ -133,10 +133,10 @@ pub fn small_candidates(
     algo: Algo,
     o: &SynthOptions,
 ) -> Result<Vec<Candidate>, SynthError> {
-    if algo != Algo::Tree || o.chunks.is_some() || !tree::applies(topo) {
+    if algo != Algo::Tree || o.chunks.is_some() {
         return Ok(Vec::new());
     }
-    let Some(g) = tree::HopGraph::new(topo) else {
+    let Ok(g) = tree::offered(topo) else {
         return Ok(Vec::new());
     };
     let k = g.default_classes();
@@ -202,15 +202,7 @@ pub fn candidates(
             Ok(out)
         }
         Algo::Tree => {
-            if let Some(why) = tree::not_offered(topo) {
-                return Err(SynthError(format!("--algo tree on {}: {why}", topo.name)));
-            }
-            let g = tree::HopGraph::new(topo).ok_or_else(|| {
-                SynthError(format!(
-                    "--algo tree on {}: the GPUs' links do not connect every rank",
-                    topo.name
-                ))
-            })?;
+            let g = tree::offered(topo).map_err(|why| SynthError(format!("--algo tree: {why}")))?;
             // `--chunks c`: c classes of one chunk. By default graded
             // classes (GRADES groups of the default class count k), then
             // fewer groups, then k equal classes, then one class: each a

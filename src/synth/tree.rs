@@ -396,31 +396,34 @@ fn hops(topo: &Topology) -> Vec<Vec<(usize, f64)>> {
         .collect()
 }
 
-/// Why latency trees are not offered on `topo`, or None when they are:
-/// every pair of ranks has a link (the trees would be the direct
+/// The hop graph latency trees grow on, or why they are not offered on
+/// `topo`: every pair of ranks has a link (the trees would be the direct
 /// schedule), or the GPUs' links do not connect every rank to every owner
 /// (switched or PCIe-joined GPUs: there the direct and hierarchical
-/// schedules cover it).
-pub fn not_offered(topo: &Topology) -> Option<String> {
+/// schedules cover it). Computes the hops once.
+pub fn offered(topo: &Topology) -> Result<HopGraph, String> {
     let n = topo.num_ranks();
     let hops = hops(topo);
     if hops.iter().all(|h| h.len() + 1 >= n) {
-        return Some(
+        return Err(
             "every pair of ranks has a link, so the trees would be the direct schedule".into(),
         );
     }
-    if HopGraph::from_hops(n, &hops, topo).is_none() {
-        return Some(
-            "the GPUs' links do not connect every rank (trees grow over GPU-to-GPU links, not through switches or PCIe)".into(),
-        );
-    }
-    None
+    HopGraph::from_hops(n, &hops, topo).ok_or_else(|| {
+        "the GPUs' links do not connect every rank (trees grow over GPU-to-GPU links, not through switches or PCIe)".into()
+    })
+}
+
+/// Why latency trees are not offered on `topo`, or None when they are
+/// ([`offered`]).
+pub fn not_offered(topo: &Topology) -> Option<String> {
+    offered(topo).err()
 }
 
 /// Whether latency trees are offered: some pair of ranks has no link,
-/// and the links connect every rank ([`not_offered`]).
+/// and the links connect every rank ([`offered`]).
 pub fn applies(topo: &Topology) -> bool {
-    not_offered(topo).is_none()
+    offered(topo).is_ok()
 }
 
 #[cfg(test)]
