@@ -424,30 +424,23 @@ mod tests {
 
     #[test]
     fn enumerates_each_cycle_once_per_direction() {
-        // K4 has three Hamiltonian cycles, six directed ones.
-        let mut budget = SEARCH_BUDGET;
-        let mut n = 0;
-        each_hamiltonian(
-            4,
-            |a, b| a != b,
-            &mut budget,
-            |_| {
-                n += 1;
-                ControlFlow::Continue(())
-            },
-        );
-        assert_eq!(n, 6);
+        // Cycles of K4 found within a budget, and the budget left.
+        let k4 = |mut budget: usize| {
+            let mut n = 0;
+            each_hamiltonian(
+                4,
+                |a, b| a != b,
+                &mut budget,
+                |_| {
+                    n += 1;
+                    ControlFlow::Continue(())
+                },
+            );
+            (n, budget)
+        };
+        // Three Hamiltonian cycles, six directed ones.
+        assert_eq!(k4(SEARCH_BUDGET).0, 6);
         // The budget stops the search.
-        let mut budget = 2;
-        each_hamiltonian(
-            4,
-            |a, b| a != b,
-            &mut budget,
-            |_| {
-                n += 1;
-                ControlFlow::Continue(())
-            },
-        );
-        assert_eq!((n, budget), (6, 0));
+        assert_eq!(k4(2), (0, 0));
     }
 }
