@@ -49,6 +49,29 @@ pub fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> 
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Call `f(offset, part)` on contiguous parts of `data` on up to
+/// [`threads`] threads, `offset` being the part's start in `data`. Every
+/// part's length but the last is a multiple of `unit` (an element of several
+/// bytes, say), so `f` never sees a unit split between two parts. Used to
+/// fill and check the executors' large host buffers.
+pub fn for_parts<T: Send>(data: &mut [T], unit: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let unit = unit.max(1);
+    let units = data.len().div_ceil(unit);
+    // Parts of at least 64 Ki units: smaller ones cost more to start.
+    let k = threads(units.div_ceil(1 << 16));
+    let per = units.div_ceil(k) * unit;
+    if k <= 1 || per == 0 {
+        f(0, data);
+        return;
+    }
+    std::thread::scope(|sc| {
+        let f = &f;
+        for (i, part) in data.chunks_mut(per).enumerate() {
+            sc.spawn(move || f(i * per, part));
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +82,20 @@ mod tests {
         let out = map(&items, |&x| x * x);
         assert_eq!(out, items.iter().map(|x| x * x).collect::<Vec<_>>());
         assert!(map(&[] as &[u64], |&x| x).is_empty());
+    }
+
+    #[test]
+    fn parts_cover_everything_once_on_unit_boundaries() {
+        for (len, unit) in [(0usize, 4usize), (7, 4), (1 << 20, 4), ((1 << 20) + 6, 2)] {
+            let mut v = vec![0u32; len];
+            for_parts(&mut v, unit, |off, part| {
+                assert_eq!(off % unit, 0);
+                for (i, x) in part.iter_mut().enumerate() {
+                    *x += (off + i) as u32 + 1;
+                }
+            });
+            assert!(v.iter().enumerate().all(|(i, &x)| x == i as u32 + 1));
+        }
     }
 
     #[test]

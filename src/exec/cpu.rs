@@ -16,7 +16,7 @@
 //!   w (NCCL's per-rank stream order); ranks are not synchronised.
 
 use super::elem::{reduce2, reduce3, reduce_self, Elem, Op};
-use super::plan::Plan;
+use super::plan::{self, Plan};
 use super::{ExecError, StallReport, TbWait};
 use crate::ir::{Buf, StepKind};
 use std::cell::UnsafeCell;
@@ -232,11 +232,7 @@ impl<T: Elem> Shared<'_, T> {
         let r = tb.rank;
         let geo = self.geo;
         let st = &self.tbs[me];
-        let mac = if geo.chunk <= geo.tile / 2 {
-            (geo.tile / geo.chunk.max(1)).clamp(1, 71)
-        } else {
-            1
-        };
+        let mac = plan::merge_chunks(geo.chunk, geo.tile);
         for tile in 0..geo.ntiles() {
             let t0 = tile * geo.tile;
             let len = geo.tile.min(geo.chunk - t0);
@@ -248,10 +244,10 @@ impl<T: Elem> Shared<'_, T> {
                     let f = &self.tbs[d].flag.0;
                     self.wait(me, W_DEP, where_, || f.load(Ordering::Acquire) >= want)?;
                 }
-                // MSCCL (msccl_setup.cc: mscclSetupCount): a step with cnt = k
-                // is ceil(k / mac) primitive calls per tile, each moving up to
-                // mac adjacent chunks as one range; mac >= 2 only when a chunk
-                // fits in half a tile, i.e. when there is a single tile.
+                // A step with cnt = k is ceil(k / mac) primitive calls per
+                // tile, each moving up to mac adjacent chunks as one range
+                // (plan::merge_chunks); mac >= 2 only when there is a single
+                // tile.
                 let mut g = 0;
                 while g < step.cnt {
                     let m = mac.min(step.cnt - g);

@@ -317,14 +317,7 @@ fn run_typed<T: Elem, O: Op<T>>(
     let mut rows = Vec::new();
     // Widest multi-chunk step: the tile never needs to exceed that many
     // chunks (MSCCL moves such a step as one call while it fits a tile).
-    let max_cnt = plan
-        .tbs
-        .iter()
-        .flat_map(|t| t.steps.iter())
-        .map(|s| s.cnt)
-        .max()
-        .unwrap_or(1)
-        .max(1);
+    let max_cnt = plan.max_cnt();
     for (req, count) in counts {
         let chunk = count * n / plan.c;
         let geo = cpu::Geometry {
@@ -337,9 +330,11 @@ fn run_typed<T: Elem, O: Op<T>>(
             stall: opts.stall_timeout,
         };
         for r in 0..n {
-            for (idx, x) in bufs.input[r][..count * n].iter_mut().enumerate() {
-                *x = T::from_pattern(elem::pattern(O::OP, r, idx));
-            }
+            crate::par::for_parts(&mut bufs.input[r][..count * n], 1, |off, part| {
+                for (i, x) in part.iter_mut().enumerate() {
+                    *x = T::from_pattern(elem::pattern(O::OP, r, off + i));
+                }
+            });
             bufs.output[r][..count].fill(T::poison());
             let sl = plan.s_chunks[r] * chunk;
             bufs.scratch[r][..sl].fill(T::poison());
@@ -371,18 +366,19 @@ fn run_typed<T: Elem, O: Op<T>>(
 }
 
 /// Compare every rank's output with the reference; count wrong elements per
-/// (rank, output chunk).
+/// (rank, output chunk). Ranks are checked on all cores.
 fn check_outputs<T: Elem, O: Op<T>>(
     outs: &[&[T]],
     n: usize,
     count: usize,
     chunk: usize,
 ) -> (u64, Vec<WrongChunk>) {
-    let mut total = 0;
-    let mut list: Vec<WrongChunk> = Vec::new();
     let per_rank_chunks = count / chunk.max(1);
-    for (r, out) in outs.iter().enumerate() {
-        for (e, &got) in out.iter().take(count).enumerate() {
+    let ranks: Vec<usize> = (0..outs.len()).collect();
+    let per_rank = crate::par::map(&ranks, |&r| {
+        let mut total = 0;
+        let mut list: Vec<WrongChunk> = Vec::new();
+        for (e, &got) in outs[r].iter().take(count).enumerate() {
             let idx = r * count + e;
             let (want, mag) = elem::reference::<T, O>(n, idx);
             if elem::accept(O::OP, n, got, want, mag) {
@@ -391,7 +387,7 @@ fn check_outputs<T: Elem, O: Op<T>>(
             total += 1;
             let k = e / chunk.max(1);
             match list.last_mut() {
-                Some(w) if w.rank == r && w.chunk == k => w.wrong += 1,
+                Some(w) if w.chunk == k => w.wrong += 1,
                 _ => list.push(WrongChunk {
                     rank: r,
                     chunk: k,
@@ -403,8 +399,14 @@ fn check_outputs<T: Elem, O: Op<T>>(
                 }),
             }
         }
-    }
-    (total, list)
+        (total, list)
+    });
+    per_rank
+        .into_iter()
+        .fold((0, Vec::new()), |(t, mut l), (rt, rl)| {
+            l.extend(rl);
+            (t + rt, l)
+        })
 }
 
 #[cfg(test)]

@@ -58,6 +58,35 @@ pub(crate) struct Plan {
     pub max_steps: usize,
 }
 
+impl Plan {
+    /// The widest multi-chunk step (at least 1): a tile never needs to hold
+    /// more chunks than that.
+    pub fn max_cnt(&self) -> usize {
+        self.tbs
+            .iter()
+            .flat_map(|t| t.steps.iter())
+            .map(|s| s.cnt)
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+}
+
+/// Adjacent chunks one primitive call of a `cnt > 1` step moves as one FIFO
+/// message, as in MSCCL (msccl_setup.cc: mscclSetupCount): up to
+/// `tile / chunk` of them (at most 71) when a chunk fits in half a tile,
+/// else 1. A step with cnt = k is ceil(k / merge) calls per tile, each one
+/// slot of its connection, so both executors must use this same rule: with
+/// one slot per chunk instead, a schedule the verifier accepted can run out
+/// of FIFO slots and stall.
+pub fn merge_chunks(chunk: usize, tile: usize) -> usize {
+    if chunk <= tile / 2 {
+        (tile / chunk.max(1)).clamp(1, 71)
+    } else {
+        1
+    }
+}
+
 fn bad(
     rank: usize,
     tb: i64,
