@@ -48,8 +48,12 @@ fn kernel_compiles_for_sm80_and_sm90() {
                     ptx.contains("st.global.v4.u32") || ptx.contains("st.v4.u32"),
                     "no 16-byte vector store"
                 );
-                // Visibility to peers before a counter moves.
+                // Visibility before a counter moves: system scope for peers
+                // on other GPUs, GPU scope for virtual ranks.
                 assert!(ptx.contains("membar.sys") || ptx.contains("fence.sc.sys"));
+                assert!(ptx.contains("membar.gl") || ptx.contains("fence.sc.gpu"));
+                // Consumed FIFO slots leave L2 without a DRAM write-back.
+                assert!(ptx.contains("discard.global.L2"), "no L2 discard");
             }
         }
     }

@@ -101,7 +101,7 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
     let esz = std::mem::size_of::<T>() as u64;
     let count = count_for(c.size, esz as usize, n, pl.c);
     let chunk = count * n as u64 / pl.c as u64;
-    let geo = layout::geometry(chunk, c.tile_bytes, esz, c.slots);
+    let geo = layout::geometry(chunk, c.tile_bytes, esz, c.slots, pl.max_cnt() as u64);
     let mut f: Vec<u8> = Vec::new();
     let put = |f: &mut Vec<u8>, v: u64| f.extend_from_slice(&v.to_le_bytes());
     for v in [
@@ -119,6 +119,7 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
         c.timeout_ms * 1_000_000,
         esz,
         c.inplace as u64,
+        geo.merge,
     ] {
         put(&mut f, v);
     }
@@ -243,11 +244,23 @@ fn emulated_kernel_runs_shipped_schedules() {
         return;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    for f in ["ring8-rs.xml", "dgx-h100-rs.xml", "dgx1-v100-rs.xml"] {
+    // Small tiles (many per chunk), and the default 256 KiB tile at 4 KiB,
+    // where chunks are far smaller than a tile and multi-chunk steps move
+    // several chunks per FIFO slot (ring8-small-rs has cnt > slots: one
+    // slot per chunk stalls it, as first seen on an H200).
+    for (f, size, tile) in [
+        ("ring8-rs.xml", 16384, 128),
+        ("dgx-h100-rs.xml", 16384, 128),
+        ("dgx1-v100-rs.xml", 16384, 128),
+        ("ring8-small-rs.xml", 4096, 256 << 10),
+        ("dgx1-v100-rs.xml", 4096, 256 << 10),
+    ] {
         let p = crate::front::msccl_xml::load(&root.join("schedules").join(f)).unwrap();
-        let (st, wrong) = run::<f32, Sum>(&p, &case(16384, 128, !p.outofplace));
-        assert_eq!(st[0], 0, "{f}: stall {st:?}");
-        assert_eq!(wrong, 0, "{f}");
+        let mut c = case(size, tile, !p.outofplace);
+        c.timeout_ms = 5_000;
+        let (st, wrong) = run::<f32, Sum>(&p, &c);
+        assert_eq!(st[0], 0, "{f} at {size} B, tile {tile} B: stall {st:?}");
+        assert_eq!(wrong, 0, "{f} at {size} B, tile {tile} B");
     }
 }
 

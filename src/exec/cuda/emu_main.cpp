@@ -25,11 +25,11 @@ int main(int argc, char** argv) {
   auto rd = [&](void* p, size_t n) {
     if (n && fread(p, 1, n, f) != n) { fprintf(stderr, "short read\n"); exit(3); }
   };
-  u64 h[14];
+  u64 h[15];
   rd(h, sizeof h);
   u64 n = h[0], ntbs = h[1], nsteps = h[2], nfifos = h[3], chunk = h[4], tile = h[5], ntiles = h[6],
       stride = h[7], slots = h[8], count = h[9], works = h[10], timeout = h[11], esz = h[12],
-      inplace = h[13];
+      inplace = h[13], merge = h[14];
   if (esz != sizeof(T)) { fprintf(stderr, "element size %llu != %zu\n", h[12], sizeof(T)); return 3; }
   std::vector<u64> sc(n);
   rd(sc.data(), n * 8);
@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
   P.step_stride = stride;
   P.slots = slots;
   P.timeout_ns = timeout;
+  P.merge = merge;
+  P.sys_fence = 1;
   P.tb_base = 0;
   P.ntbs = (int)ntbs;
   for (u64 w = 0; w < works && status[0] == 0; w++) {

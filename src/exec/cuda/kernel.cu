@@ -89,6 +89,8 @@ struct Params {
   u64 work;              // this launch's work index (keys grow across launches)
   u64 slots;
   u64 timeout_ns;
+  u64 merge;             // adjacent chunks per call of a multi-chunk step
+  u64 sys_fence;         // 1: peers on other GPUs (system-scope fences)
   int tb_base;           // global index of block 0
   int ntbs;
 };
@@ -183,27 +185,70 @@ __device__ __forceinline__ bool al16(const void* p) { return (((u64)p) & 15) == 
 
 // dst0 (and dst1 when non-null) = a op b (b null: plain copy of a), over n
 // elements, by all threads of the block. 16-byte vector loads/stores when
-// every pointer is 16-byte aligned; a scalar tail otherwise.
+// every pointer is 16-byte aligned, UNROLL of them in flight per thread (one
+// load at a time per thread leaves a block far below its share of memory
+// bandwidth); a scalar tail otherwise.
+#define UNROLL 4
 __device__ void combine(T* dst0, T* dst1, const T* a, const T* b, u64 n) {
   u64 nv = 0;
   if (al16(dst0) && (dst1 == 0 || al16(dst1)) && al16(a) && (b == 0 || al16(b))) nv = n / VEC;
-  for (u64 i = threadIdx.x; i < nv; i += blockDim.x) {
-    V16 x, y;
-    x.v = ldcg((const uint4*)a + i);
+  const u64 st = blockDim.x;
+  const uint4* va = (const uint4*)a;
+  const uint4* vb = (const uint4*)b;
+  u64 i = threadIdx.x;
+  for (; i + (UNROLL - 1) * st < nv; i += UNROLL * st) {
+    V16 x[UNROLL], y[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) x[u].v = ldcg(va + i + u * st);
     if (b) {
-      y.v = ldcg((const uint4*)b + i);
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) y[u].v = ldcg(vb + i + u * st);
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+        for (int k = 0; k < (int)VEC; k++) x[u].e[k] = red(x[u].e[k], y[u].e[k]);
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+      ((uint4*)dst0)[i + u * st] = x[u].v;
+      if (dst1) ((uint4*)dst1)[i + u * st] = x[u].v;
+    }
+  }
+  for (; i < nv; i += st) {
+    V16 x, y;
+    x.v = ldcg(va + i);
+    if (b) {
+      y.v = ldcg(vb + i);
 #pragma unroll
       for (int k = 0; k < (int)VEC; k++) x.e[k] = red(x.e[k], y.e[k]);
     }
     ((uint4*)dst0)[i] = x.v;
     if (dst1) ((uint4*)dst1)[i] = x.v;
   }
-  for (u64 i = nv * VEC + threadIdx.x; i < n; i += blockDim.x) {
-    T x = lds(a + i);
-    if (b) x = red(x, lds(b + i));
-    dst0[i] = x;
-    if (dst1) dst1[i] = x;
+  for (u64 j = nv * VEC + threadIdx.x; j < n; j += st) {
+    T x = lds(a + j);
+    if (b) x = red(x, lds(b + j));
+    dst0[j] = x;
+    if (dst1) dst1[j] = x;
   }
+}
+
+// Drop the 128-byte L2 lines wholly inside [p, p + bytes) without writing
+// them back: a consumed FIFO slot is dead until its producer rewrites it,
+// and otherwise every FIFO byte is written back to DRAM once it is evicted
+// (measured with ncu on an H200: DRAM writes 7.5x the output). All threads
+// of the block take part; callers synchronise before (reads done) and after
+// (discards done before the slot is handed back).
+__device__ __forceinline__ void discard_l2(const void* p, u64 bytes) {
+#if !defined(RSCC_HOST_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const u64 a = ((u64)p + 127) & ~127ull;
+  const u64 e = ((u64)p + bytes) & ~127ull;
+  for (u64 x = a + 128ull * threadIdx.x; x < e; x += 128ull * blockDim.x)
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(x) : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 // ---------------------------------------------------------------- sync
@@ -216,6 +261,14 @@ __device__ __forceinline__ u64 now_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 #endif
+}
+
+// Orders this block's data writes before the counter or flag store that
+// hands them over: GPU scope when every peer is on this GPU (virtual
+// ranks), system scope when peers on other GPUs read them.
+__device__ __forceinline__ void fence_out(const Params& P) {
+  if (P.sys_fence) __threadfence_system();
+  else __threadfence();
 }
 
 __device__ __forceinline__ u64 vload(const u64* p) { return *(const volatile u64*)p; }
@@ -303,9 +356,15 @@ extern "C" __global__ void rscc_run(Params P) {
         u64 want = (P.work * P.ntiles + tile) * P.step_stride + (u64)s.dep_step + 1;
         if (!wait_ge(P, &P.flags[16 * s.dep_tb], want, 3, me, pos, tile)) return;
       }
-      for (int g = 0; g < s.cnt; g++) {
+      // A step with cnt = k is ceil(k / merge) calls per tile, each moving
+      // m adjacent chunks through one FIFO slot (merge > 1 only when a
+      // single tile holds several chunks; plan::merge_chunks on the host).
+      for (int g = 0; g < s.cnt;) {
+        const int m = (u64)(s.cnt - g) < P.merge ? s.cnt - g : (int)P.merge;
+        const u64 n = m > 1 ? (u64)m * P.chunk : len;
         T* src = (T*)bases[s.src_buf] + ((u64)(s.src_off + g)) * P.chunk + t0;
         T* dst = (T*)bases[s.dst_buf] + ((u64)(s.dst_off + g)) * P.chunk + t0;
+        g += m;
         const bool rx = kind == K_RECV || kind == K_RCS || kind == K_RRS || kind == K_RRC || kind == K_RRCS;
         const bool tx = kind == K_SEND || kind == K_RCS || kind == K_RRS || kind == K_RRCS;
         const T* in = 0;
@@ -321,21 +380,25 @@ extern "C" __global__ void rscc_run(Params P) {
           out = send_data + (my_tail % P.slots) * P.tile;
         }
         switch (kind) {
-          case K_SEND: combine(out, 0, src, 0, len); break;
-          case K_RECV: combine(dst, 0, in, 0, len); break;
-          case K_RCS: combine(dst, out, in, 0, len); break;
-          case K_RRS: combine(out, 0, in, src, len); break;
-          case K_RRCS: combine(out, dst, in, src, len); break;
-          case K_RRC: combine(dst, 0, in, src, len); break;
-          case K_CPY: if (src != dst) combine(dst, 0, src, 0, len); break;
-          case K_RE: combine(dst, 0, dst, src, len); break;
+          case K_SEND: combine(out, 0, src, 0, n); break;
+          case K_RECV: combine(dst, 0, in, 0, n); break;
+          case K_RCS: combine(dst, out, in, 0, n); break;
+          case K_RRS: combine(out, 0, in, src, n); break;
+          case K_RRCS: combine(out, dst, in, src, n); break;
+          case K_RRC: combine(dst, 0, in, src, n); break;
+          case K_CPY: if (src != dst) combine(dst, 0, src, 0, n); break;
+          case K_RE: combine(dst, 0, dst, src, n); break;
           default: break;
         }
         __syncthreads();
+        if (rx) {
+          discard_l2(in, n * sizeof(T));
+          __syncthreads();
+        }
         if (threadIdx.x == 0) {
           // Data written by the whole block is visible (to the peer GPU too)
           // before the counter moves.
-          __threadfence_system();
+          fence_out(P);
           if (tx) vstore(send_tail, ++my_tail);
           if (rx) vstore(recv_head, ++my_head);
         }
@@ -347,7 +410,7 @@ extern "C" __global__ void rscc_run(Params P) {
       if (s.kind & 0x100) {
         __syncthreads();
         if (threadIdx.x == 0) {
-          __threadfence_system();
+          fence_out(P);
           vstore(&P.flags[16 * me], (P.work * P.ntiles + tile) * P.step_stride + (u64)pos + 1);
         }
       }

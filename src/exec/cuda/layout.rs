@@ -185,19 +185,26 @@ pub struct Geometry {
     pub tile: u64,
     pub ntiles: u64,
     pub slots: u64,
+    /// Adjacent chunks one call of a multi-chunk step moves through one
+    /// FIFO slot (`plan::merge_chunks`, the CPU engine's rule).
+    pub merge: u64,
 }
 
 /// Tile elements: `tile_bytes` rounded down to a multiple of 16 bytes (so
-/// FIFO slots stay 16-byte aligned), at least one vector, at most the chunk.
-pub fn geometry(chunk: u64, tile_bytes: u64, esize: u64, slots: u64) -> Geometry {
+/// FIFO slots stay 16-byte aligned), at least one vector, and at most what
+/// the widest step (`max_cnt` chunks) can fill; the CPU engine's tile rule.
+pub fn geometry(chunk: u64, tile_bytes: u64, esize: u64, slots: u64, max_cnt: u64) -> Geometry {
     let vec = (16 / esize.max(1)).max(1);
     let mut tile = (tile_bytes / esize.max(1)) / vec * vec;
-    tile = tile.max(vec).min(chunk.max(1));
+    tile = tile
+        .max(vec)
+        .min(chunk.max(1).saturating_mul(max_cnt.max(1)));
     Geometry {
         chunk,
         tile,
         ntiles: chunk.div_ceil(tile).max(1),
         slots: slots.max(1),
+        merge: crate::exec::plan::merge_chunks(chunk as usize, tile as usize) as u64,
     }
 }
 
@@ -352,16 +359,26 @@ mod tests {
 
     #[test]
     fn geometry_tiles_cover_the_chunk() {
-        let g = geometry(1000, 256, 4, 2);
+        let g = geometry(1000, 256, 4, 2, 1);
         assert_eq!(g.tile, 64);
         assert_eq!(g.ntiles, 16);
         assert!(g.tile * g.ntiles >= g.chunk);
         assert!(g.tile * (g.ntiles - 1) < g.chunk);
         // Tile rounded to whole 16-byte vectors: 100 B of f64 -> 12 elems.
-        assert_eq!(geometry(1 << 20, 100, 8, 2).tile, 12);
-        // Tile never exceeds the chunk, and a 1-element chunk works.
-        let g = geometry(1, 1 << 20, 2, 0);
-        assert_eq!((g.tile, g.ntiles, g.slots), (1, 1, 1));
+        assert_eq!(geometry(1 << 20, 100, 8, 2, 1).tile, 12);
+        // With single-chunk steps the tile never exceeds the chunk, and a
+        // 1-element chunk works.
+        let g = geometry(1, 1 << 20, 2, 0, 1);
+        assert_eq!((g.tile, g.ntiles, g.slots, g.merge), (1, 1, 1, 1));
+        // Steps of up to 10 chunks: a small chunk's tile holds 10 of them,
+        // and one call moves all 10 through one slot, as on the CPU engine.
+        let g = geometry(6, 256 << 10, 4, 2, 10);
+        assert_eq!((g.tile, g.ntiles, g.merge), (60, 1, 10));
+        // A chunk above half a tile: one chunk per call, several tiles.
+        let g = geometry(40_000, 256 << 10, 4, 2, 10);
+        assert_eq!((g.tile, g.ntiles, g.merge), (65536, 1, 1));
+        let g = geometry(100_000, 256 << 10, 4, 2, 10);
+        assert_eq!((g.tile, g.ntiles, g.merge), (65536, 2, 1));
         assert_eq!(fifo_bytes(2, 64, 4), 512);
         assert_eq!(fifo_bytes(2, 3, 2) % ALIGN, 0);
     }

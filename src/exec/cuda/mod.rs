@@ -178,7 +178,7 @@ pub fn compile_cubin(
     }
 }
 
-/// Kernel parameters, `struct Params` in kernel.cu (14 × u64 + 2 × i32).
+/// Kernel parameters, `struct Params` in kernel.cu (16 × u64 + 2 × i32).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 struct Params {
@@ -196,6 +196,8 @@ struct Params {
     work: u64,
     slots: u64,
     timeout_ns: u64,
+    merge: u64,
+    sys_fence: u64,
     tb_base: i32,
     ntbs: i32,
 }
@@ -518,11 +520,13 @@ fn run_typed<T: Raw, O: Op<T>>(
     let max_chunk = max_count * n as u64 / plan.c as u64;
     let (rank_bufs, arenas) =
         layout::buffer_layout(plan.c, &plan.s_chunks, max_count, esz, &device_of)?;
+    let max_cnt = plan.max_cnt() as u64;
     let max_geo = layout::geometry(
         max_chunk,
         opts.tile_bytes as u64,
         esz,
         opts.fifo_slots as u64,
+        max_cnt,
     );
     let fifo_b = layout::fifo_bytes(max_geo.slots, max_geo.tile, esz);
     let threads = devs
@@ -636,7 +640,13 @@ fn run_typed<T: Raw, O: Op<T>>(
     let mut rows = Vec::new();
     for (req, count) in counts {
         let chunk = count * n as u64 / plan.c as u64;
-        let geo = layout::geometry(chunk, opts.tile_bytes as u64, esz, opts.fifo_slots as u64);
+        let geo = layout::geometry(
+            chunk,
+            opts.tile_bytes as u64,
+            esz,
+            opts.fifo_slots as u64,
+            max_cnt,
+        );
         // Progress keys depend on the tile count, so they restart (from
         // zeroed flags) at every size; FIFO counters just keep counting.
         work = 0;
@@ -653,9 +663,12 @@ fn run_typed<T: Raw, O: Op<T>>(
             let b = &rank_bufs[r];
             let d = &devs[device_of[r]];
             let mut host = vec![0u8; (count * n as u64 * esz) as usize];
-            for (idx, cell) in host.chunks_exact_mut(esz as usize).enumerate() {
-                T::from_pattern(elem::pattern(O::OP, r, idx)).put(cell);
-            }
+            let e = esz as usize;
+            crate::par::for_parts(&mut host, e, |off, part| {
+                for (i, cell) in part.chunks_exact_mut(e).enumerate() {
+                    T::from_pattern(elem::pattern(O::OP, r, off / e + i)).put(cell);
+                }
+            });
             let mut poison = vec![0u8; esz as usize];
             T::poison().put(&mut poison);
             let out_b = if inplace { 0 } else { (count * esz) as usize };
@@ -685,7 +698,15 @@ fn run_typed<T: Raw, O: Op<T>>(
                 if d.ntbs == 0 {
                     continue;
                 }
-                let p = params(d, t_ptrs(t, &d.stream), &enc, geo, work, opts);
+                let p = params(
+                    d,
+                    t_ptrs(t, &d.stream),
+                    &enc,
+                    geo,
+                    work,
+                    opts,
+                    devs.len() > 1,
+                );
                 let cfg = LaunchConfig {
                     grid_dim: (d.ntbs as u32, 1, 1),
                     block_dim: (threads, 1, 1),
@@ -792,6 +813,7 @@ fn params(
     geo: Geometry,
     work: u64,
     opts: &RunOptions,
+    multi: bool,
 ) -> Params {
     Params {
         steps: p[0],
@@ -808,6 +830,8 @@ fn params(
         work,
         slots: geo.slots,
         timeout_ns: opts.stall_timeout.as_nanos().min(u64::MAX as u128) as u64,
+        merge: geo.merge,
+        sys_fence: u64::from(multi),
         tb_base: d.tb_base as i32,
         ntbs: d.ntbs as i32,
     }
@@ -881,8 +905,8 @@ mod tests {
 
     #[test]
     fn params_layout_matches_the_kernel() {
-        // 14 u64 + 2 i32, no padding: the kernel reads it by value.
-        assert_eq!(std::mem::size_of::<Params>(), 14 * 8 + 8);
+        // 16 u64 + 2 i32, no padding: the kernel reads it by value.
+        assert_eq!(std::mem::size_of::<Params>(), 16 * 8 + 8);
         assert_eq!(std::mem::size_of::<DevStep>(), 32);
         assert_eq!(std::mem::size_of::<DevTb>(), 32);
     }
