@@ -63,6 +63,20 @@ sched_for() {  # schedules/*.xml with ngpus=$1
   done
 }
 
+# Smoke test first: when the simplest schedule fails there is no point in
+# running the grid; show why (and what compute-sanitizer says, if present).
+echo "== smoke (ring, 8 ranks, f32 sum, 4 KiB and 1 MiB)" >&2
+run smoke-ring8 --builtin ring --ranks 8 --sizes 4K,1M --iters 1 --warmup 0 --check --no-membw
+if [ $fail -ne 0 ]; then
+  cat "$RES/smoke-ring8.err" >&2
+  if command -v compute-sanitizer >/dev/null; then
+    timeout 120 compute-sanitizer --tool memcheck "$BIN" run --builtin ring --ranks 2 \
+      --sizes 4K --iters 1 --warmup 0 --check --no-membw --backend cuda 2>&1 | tail -40 >&2
+  fi
+  echo "gpu-check: smoke test failed; grid skipped (results in $RES)" >&2
+  exit 1
+fi
+
 echo "== correctness (virtual ranks, --check)" >&2
 for n in 2 8 16; do
   srcs=("builtin:ring" "builtin:allpairs")
@@ -91,6 +105,16 @@ done
 echo "== performance (f32 sum, busbw vs device copy bandwidth)" >&2
 for n in 2 8 16; do
   run "perf-ring$n" --builtin ring --ranks $n --channels 4 --sizes 64K,16M,1G --iters 5 --warmup 2
+  # Channels = threadblocks per rank (how many SMs the ring keeps busy)
+  # and tile = FIFO slot size (whether all slots stay in L2).
+  if [ "$n" -eq 8 ]; then
+    for ch in 8 16 32; do
+      for tile in 64K 256K; do
+        run "perf-ring8-ch$ch-t$tile" --builtin ring --ranks 8 --channels $ch --tile $tile \
+          --sizes 64K,16M,1G --iters 5 --warmup 2
+      done
+    done
+  fi
   for f in $(sched_for $n); do
     # 1 GiB per rank only for the H100 systems' schedules (host-side input
     # generation of N GiB dominates the run time).
@@ -118,11 +142,23 @@ for f in sorted(os.listdir(res)):
                  size=r["size_bytes"], time_us=r["time_us"], busbw=r["busbw_gbps"],
                  membw=rep.get("membw_gbps"), frac=r.get("membw_frac"), wrong=r.get("wrong"))
         rows.append(e); summary.append(e)
-print(f"{'run':34} {'N':>3} {'type':>5} {'op':>4} {'size':>11} {'time(us)':>10} {'busbw':>8} {'copyBW':>8} {'%roof':>6} {'#wrong':>7}")
+# Correctness: one line per run (sizes checked, wrong elements).
+checks = {}
 for e in rows:
-    print(f"{e['run'][:34]:34} {e['ranks']:>3} {e['dtype']:>5} {e['redop']:>4} {e['size']:>11} {e['time_us']:>10.1f} "
-          f"{e['busbw']:>8.1f} {(e['membw'] or 0):>8.0f} {('%.0f%%' % (100*e['frac'])) if e['frac'] else '-':>6} "
-          f"{'-' if e['wrong'] is None else e['wrong']:>7}")
+    if e["run"].startswith(("check-", "smoke-")):
+        c = checks.setdefault(e["run"], [e["ranks"], e["dtype"], e["redop"], [], 0])
+        c[3].append(e["size"]); c[4] += e["wrong"] or 0
+print(f"{'correctness run':40} {'N':>3} {'type':>6} {'op':>4} {'sizes':>30} {'#wrong':>7}")
+for k, (nr, dt, op, sz, w) in checks.items():
+    sizes = ",".join(str(s >> 10) + "K" for s in sz)
+    print(f"{k[:40]:40} {nr:>3} {dt:>6} {op:>4} {sizes[-30:]:>30} {w:>7}")
+print()
+print(f"{'performance run':30} {'N':>3} {'size':>11} {'time(us)':>10} {'busbw':>8} {'copyBW':>8} {'%roof':>6}")
+for e in rows:
+    if not e["run"].startswith("perf-"):
+        continue
+    print(f"{e['run'][:30]:30} {e['ranks']:>3} {e['size']:>11} {e['time_us']:>10.1f} "
+          f"{e['busbw']:>8.1f} {(e['membw'] or 0):>8.0f} {('%.0f%%' % (100*e['frac'])) if e['frac'] else '-':>6}")
 json.dump(summary, open(os.path.join(res, "summary.json"), "w"), indent=1)
 PY
 printf '%s\n' "${ROWS[@]}" >"$RES/status.txt"
