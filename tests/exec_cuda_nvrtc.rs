@@ -54,6 +54,9 @@ fn kernel_compiles_for_sm80_and_sm90() {
                 assert!(ptx.contains("membar.gl") || ptx.contains("fence.sc.gpu"));
                 // Consumed FIFO slots leave L2 without a DRAM write-back.
                 assert!(ptx.contains("discard.global.L2"), "no L2 discard");
+                // Buffer loads stream with an evict-first L2 policy.
+                assert!(ptx.contains("createpolicy.fractional.L2::evict_first"));
+                assert!(ptx.contains("L2::cache_hint.v4.u32"), "no hinted load");
             }
         }
     }

@@ -181,28 +181,59 @@ __device__ __forceinline__ uint4 ldcg(const uint4* p) {
 }
 __device__ __forceinline__ T lds(const T* p) { return *(const volatile T*)p; }
 
+// Buffer loads (inputs, scratch) stream past once: L2 evicts them first, so
+// FIFO slots, written and read back within microseconds, stay in L2 instead
+// of being written back to DRAM.
+#if !defined(RSCC_HOST_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define RSCC_L2_HINTS 1
+#endif
+__device__ __forceinline__ u64 stream_policy() {
+#ifdef RSCC_L2_HINTS
+  u64 pol;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+  return pol;
+#else
+  return 0;
+#endif
+}
+__device__ __forceinline__ uint4 ldcg_stream(const uint4* p, u64 pol) {
+#ifdef RSCC_L2_HINTS
+  uint4 v;
+  asm volatile("ld.global.cg.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(pol));
+  return v;
+#else
+  (void)pol;
+  return ldcg(p);
+#endif
+}
+
 __device__ __forceinline__ bool al16(const void* p) { return (((u64)p) & 15) == 0; }
 
 // dst0 (and dst1 when non-null) = a op b (b null: plain copy of a), over n
 // elements, by all threads of the block. 16-byte vector loads/stores when
 // every pointer is 16-byte aligned, UNROLL of them in flight per thread (one
 // load at a time per thread leaves a block far below its share of memory
-// bandwidth); a scalar tail otherwise.
+// bandwidth); a scalar tail otherwise. `b` is always a buffer; `a` is one
+// when A_BUF (else a FIFO slot): buffer loads carry the streaming policy.
 #define UNROLL 4
+template <bool A_BUF>
 __device__ void combine(T* dst0, T* dst1, const T* a, const T* b, u64 n) {
   u64 nv = 0;
   if (al16(dst0) && (dst1 == 0 || al16(dst1)) && al16(a) && (b == 0 || al16(b))) nv = n / VEC;
   const u64 st = blockDim.x;
   const uint4* va = (const uint4*)a;
   const uint4* vb = (const uint4*)b;
+  const u64 pol = stream_policy();
   u64 i = threadIdx.x;
   for (; i + (UNROLL - 1) * st < nv; i += UNROLL * st) {
     V16 x[UNROLL], y[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) x[u].v = ldcg(va + i + u * st);
+    for (int u = 0; u < UNROLL; u++) x[u].v = A_BUF ? ldcg_stream(va + i + u * st, pol) : ldcg(va + i + u * st);
     if (b) {
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) y[u].v = ldcg(vb + i + u * st);
+      for (int u = 0; u < UNROLL; u++) y[u].v = ldcg_stream(vb + i + u * st, pol);
 #pragma unroll
       for (int u = 0; u < UNROLL; u++)
 #pragma unroll
@@ -216,9 +247,9 @@ __device__ void combine(T* dst0, T* dst1, const T* a, const T* b, u64 n) {
   }
   for (; i < nv; i += st) {
     V16 x, y;
-    x.v = ldcg(va + i);
+    x.v = A_BUF ? ldcg_stream(va + i, pol) : ldcg(va + i);
     if (b) {
-      y.v = ldcg(vb + i);
+      y.v = ldcg_stream(vb + i, pol);
 #pragma unroll
       for (int k = 0; k < (int)VEC; k++) x.e[k] = red(x.e[k], y.e[k]);
     }
@@ -380,14 +411,14 @@ extern "C" __global__ void rscc_run(Params P) {
           out = send_data + (my_tail % P.slots) * P.tile;
         }
         switch (kind) {
-          case K_SEND: combine(out, 0, src, 0, n); break;
-          case K_RECV: combine(dst, 0, in, 0, n); break;
-          case K_RCS: combine(dst, out, in, 0, n); break;
-          case K_RRS: combine(out, 0, in, src, n); break;
-          case K_RRCS: combine(out, dst, in, src, n); break;
-          case K_RRC: combine(dst, 0, in, src, n); break;
-          case K_CPY: if (src != dst) combine(dst, 0, src, 0, n); break;
-          case K_RE: combine(dst, 0, dst, src, n); break;
+          case K_SEND: combine<true>(out, 0, src, 0, n); break;
+          case K_RECV: combine<false>(dst, 0, in, 0, n); break;
+          case K_RCS: combine<false>(dst, out, in, 0, n); break;
+          case K_RRS: combine<false>(out, 0, in, src, n); break;
+          case K_RRCS: combine<false>(out, dst, in, src, n); break;
+          case K_RRC: combine<false>(dst, 0, in, src, n); break;
+          case K_CPY: if (src != dst) combine<true>(dst, 0, src, 0, n); break;
+          case K_RE: combine<true>(dst, 0, dst, src, n); break;
           default: break;
         }
         __syncthreads();
