@@ -431,7 +431,8 @@ fn every_synthesizers_schedule_computes_the_right_result() {
 /// The verifier's buffering model and the executor agree on a schedule
 /// whose multi-chunk sends start every chain of a ring (graded tree classes
 /// on ring8): split per chunk it deadlocks in both; as one message per step
-/// (a chunk of a few elements in a large tile) the executor completes it.
+/// the executor completes it. Both follow MSCCL's rule: a `cnt` = 2 step is
+/// one message while a chunk is at most half the 2 MiB Simple tile.
 #[test]
 fn split_multi_chunk_steps_deadlock_in_the_verifier_and_the_executor_alike() {
     use rscc::front::generate::{generate, GenParams};
@@ -447,15 +448,42 @@ fn split_multi_chunk_steps_deadlock_in_the_verifier_and_the_executor_alike() {
         "deadlock"
     );
     let chunks = p.nchunksperloop as u64;
-    // 64-byte tiles, 33-element chunks: every cnt = 2 step is two messages.
-    let mut o = opts(DType::F32, RedOp::Sum, vec![chunks * 4 * 33]);
+    let half_simple = rscc::ir::program::SIMPLE_TILE_BYTES / 2 / 4;
+    // f32 chunks one element above half the Simple tile: every cnt = 2
+    // step is two messages, whatever the staging tile.
+    let mut o = opts(DType::F32, RedOp::Sum, vec![chunks * 4 * (half_simple + 1)]);
+    o.tile_bytes = 256 << 10;
     o.stall_timeout = Duration::from_millis(500);
+    o.warmup = 0;
     match run_program(&p, &o) {
         Err(e @ ExecError::Stalled(_)) => assert!(e.to_string().contains("FIFO full"), "{e}"),
         other => panic!("expected a stall, got {:?}", other.map(|r| r.rows.len())),
     }
-    // 4-element chunks in 64 KiB tiles: each step is one message.
-    let mut o = opts(DType::F32, RedOp::Sum, vec![chunks * 4 * 4]);
-    o.tile_bytes = 64 << 10;
+    // Exactly half the Simple tile, and tiny chunks in 64-byte staging
+    // tiles: each step is one message.
+    for elems in [half_simple, 33] {
+        let mut o = opts(DType::F32, RedOp::Sum, vec![chunks * 4 * elems]);
+        o.tile_bytes = 64;
+        o.warmup = 0;
+        assert_correct(&p, &o);
+    }
+}
+
+/// A shipped schedule that the verifier passed under the one-message rule
+/// (ring8-small-rs, maxBytes 32 MiB, steps of up to 10 chunks) runs at its
+/// maxBytes with the default staging tile and at 16 KiB with a tiny one.
+/// Both stalled while the executor merged chunks by its own `--tile`.
+#[test]
+fn small_band_runs_up_to_its_max_bytes_with_any_tile() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schedules/ring8-small-rs.xml");
+    let p = rscc::front::msccl_xml::load(std::path::Path::new(path)).unwrap();
+    let max = p.max_bytes.expect("ring8-small-rs has maxBytes") as u64;
+    assert_eq!(max, 32 << 20);
+    let mut o = opts(DType::F32, RedOp::Sum, vec![max]);
+    o.tile_bytes = RunOptions::default().tile_bytes;
+    o.warmup = 0;
+    assert_correct(&p, &o);
+    let mut o = opts(DType::F32, RedOp::Sum, vec![16 << 10]);
+    o.tile_bytes = 512;
     assert_correct(&p, &o);
 }

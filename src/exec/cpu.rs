@@ -16,7 +16,7 @@
 //!   w (NCCL's per-rank stream order); ranks are not synchronised.
 
 use super::elem::{reduce2, reduce3, reduce_self, Elem, Op};
-use super::plan::{self, Plan};
+use super::plan::Plan;
 use super::{ExecError, StallReport, TbWait};
 use crate::ir::{Buf, StepKind};
 use std::cell::UnsafeCell;
@@ -36,6 +36,9 @@ pub(crate) struct Geometry {
     pub chunk: usize,
     /// Elements per tile.
     pub tile: usize,
+    /// Adjacent chunks per call of a multi-chunk step
+    /// (`plan::tile_and_merge`).
+    pub merge: usize,
     pub fifo_slots: usize,
     pub inplace: bool,
     pub stall: Duration,
@@ -232,7 +235,7 @@ impl<T: Elem> Shared<'_, T> {
         let r = tb.rank;
         let geo = self.geo;
         let st = &self.tbs[me];
-        let mac = plan::merge_chunks(geo.chunk, geo.tile);
+        let mac = geo.merge;
         for tile in 0..geo.ntiles() {
             let t0 = tile * geo.tile;
             let len = geo.tile.min(geo.chunk - t0);
@@ -246,8 +249,8 @@ impl<T: Elem> Shared<'_, T> {
                 }
                 // A step with cnt = k is ceil(k / mac) primitive calls per
                 // tile, each moving up to mac adjacent chunks as one range
-                // (plan::merge_chunks); mac >= 2 only when there is a single
-                // tile.
+                // (plan::tile_and_merge); mac >= 2 only when there is a
+                // single tile.
                 let mut g = 0;
                 while g < step.cnt {
                     let m = mac.min(step.cnt - g);

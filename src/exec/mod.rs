@@ -315,16 +315,14 @@ fn run_typed<T: Elem, O: Op<T>>(
     }
     let mut bufs = cpu::Buffers::<T>::new(plan, max_count)?;
     let mut rows = Vec::new();
-    // Widest multi-chunk step: the tile never needs to exceed that many
-    // chunks (MSCCL moves such a step as one call while it fits a tile).
     let max_cnt = plan.max_cnt();
     for (req, count) in counts {
         let chunk = count * n / plan.c;
+        let (tile, merge) = plan::tile_and_merge(chunk, opts.tile_bytes / esz, max_cnt, esz);
         let geo = cpu::Geometry {
             chunk,
-            tile: (opts.tile_bytes / esz)
-                .max(1)
-                .min(chunk.saturating_mul(max_cnt)),
+            tile,
+            merge,
             fifo_slots: opts.fifo_slots.max(1),
             inplace,
             stall: opts.stall_timeout,

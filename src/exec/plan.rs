@@ -72,18 +72,32 @@ impl Plan {
     }
 }
 
-/// Adjacent chunks one primitive call of a `cnt > 1` step moves as one FIFO
-/// message, as in MSCCL (msccl_setup.cc: mscclSetupCount): up to
-/// `tile / chunk` of them (at most 71) when a chunk fits in half a tile,
-/// else 1. A step with cnt = k is ceil(k / merge) calls per tile, each one
-/// slot of its connection, so both executors must use this same rule: with
-/// one slot per chunk instead, a schedule the verifier accepted can run out
-/// of FIFO slots and stall.
-pub fn merge_chunks(chunk: usize, tile: usize) -> usize {
-    if chunk <= tile / 2 {
-        (tile / chunk.max(1)).clamp(1, 71)
+/// One size's tile and call structure, in elements, for both executors:
+/// `(tile, merge)`. A call of a `cnt > 1` step moves up to `merge` adjacent
+/// chunks through one FIFO slot, by MSCCL's rule with its Simple tile
+/// (msccl_setup.cc: mscclSetupCount, `SIMPLE_TILE_BYTES`): a chunk of at
+/// most half that tile merges up to `min(tile / chunk, 71)` chunks. The
+/// verifier checks deadlock freedom under exactly that rule (one message
+/// per step while `cnt` chunks fit the Simple tile), so the executors must
+/// not derive it from their own staging tile: with `--tile 256K`,
+/// ring8-small-rs stalled at its own maxBytes of 32 MiB. When calls merge,
+/// one tile holds the widest merged call (it may exceed `tile`); otherwise
+/// chunks are staged in tiles of `tile` elements (the `--tile` option), one
+/// call per chunk per tile, as MSCCL does per Simple tile.
+pub fn tile_and_merge(chunk: usize, tile: usize, max_cnt: usize, esize: usize) -> (usize, usize) {
+    let chunk = chunk.max(1);
+    let simple = (crate::ir::program::SIMPLE_TILE_BYTES as usize / esize.max(1)).max(1);
+    let merge = if chunk <= simple / 2 {
+        (simple / chunk).clamp(1, 71)
     } else {
         1
+    };
+    let staged = tile.max(1).min(chunk);
+    let widest = merge.min(max_cnt.max(1));
+    if widest > 1 {
+        (staged.max(widest * chunk), merge)
+    } else {
+        (staged, 1)
     }
 }
 
@@ -359,4 +373,28 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
         fifos,
         max_steps,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merged_calls_follow_msccls_simple_tile_not_the_staging_tile() {
+        // f32, Simple tile 2 MiB = 524288 elements. ring8-small-rs at
+        // 32 MiB: 52428-element chunks, steps of up to 10 chunks: one call
+        // of 10 chunks whatever --tile says (the verifier assumed that).
+        assert_eq!(tile_and_merge(52_428, 65_536, 10, 4), (524_280, 10));
+        // Tiny chunks: at most 71 per call; the tile holds the widest step.
+        assert_eq!(tile_and_merge(6, 65_536, 10, 4), (60, 71));
+        assert_eq!(tile_and_merge(6, 16, 10, 4), (60, 71));
+        // A chunk above half the Simple tile: one call per chunk, staged in
+        // --tile pieces.
+        assert_eq!(tile_and_merge(300_000, 65_536, 10, 4), (65_536, 1));
+        // Single-chunk steps: the staging tile, at most the chunk.
+        assert_eq!(tile_and_merge(1_000, 65_536, 1, 4), (1_000, 1));
+        assert_eq!(tile_and_merge(100_000, 256, 1, 2), (256, 1));
+        // Degenerate inputs do not divide by zero.
+        assert_eq!(tile_and_merge(0, 0, 0, 0).0, 1);
+    }
 }

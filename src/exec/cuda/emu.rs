@@ -244,15 +244,16 @@ fn emulated_kernel_runs_shipped_schedules() {
         return;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // Small tiles (many per chunk), and the default 256 KiB tile at 4 KiB,
-    // where chunks are far smaller than a tile and multi-chunk steps move
-    // several chunks per FIFO slot (ring8-small-rs has cnt > slots: one
-    // slot per chunk stalls it, as first seen on an H200).
+    // Small tiles (many per chunk), and small chunks, where multi-chunk
+    // steps move several chunks per FIFO slot by MSCCL's rule whatever the
+    // staging tile (ring8-small-rs has cnt > slots: one slot per chunk
+    // stalls it, as first seen on an H200).
     for (f, size, tile) in [
         ("ring8-rs.xml", 16384, 128),
         ("dgx-h100-rs.xml", 16384, 128),
         ("dgx1-v100-rs.xml", 16384, 128),
         ("ring8-small-rs.xml", 4096, 256 << 10),
+        ("ring8-small-rs.xml", 16384, 128),
         ("dgx1-v100-rs.xml", 4096, 256 << 10),
     ] {
         let p = crate::front::msccl_xml::load(&root.join("schedules").join(f)).unwrap();

@@ -389,7 +389,7 @@ extern "C" __global__ void rscc_run(Params P) {
       }
       // A step with cnt = k is ceil(k / merge) calls per tile, each moving
       // m adjacent chunks through one FIFO slot (merge > 1 only when a
-      // single tile holds several chunks; plan::merge_chunks on the host).
+      // single tile holds several chunks; plan::tile_and_merge on the host).
       for (int g = 0; g < s.cnt;) {
         const int m = (u64)(s.cnt - g) < P.merge ? s.cnt - g : (int)P.merge;
         const u64 n = m > 1 ? (u64)m * P.chunk : len;

@@ -186,25 +186,29 @@ pub struct Geometry {
     pub ntiles: u64,
     pub slots: u64,
     /// Adjacent chunks one call of a multi-chunk step moves through one
-    /// FIFO slot (`plan::merge_chunks`, the CPU engine's rule).
+    /// FIFO slot (`plan::tile_and_merge`, shared with the CPU engine).
     pub merge: u64,
 }
 
-/// Tile elements: `tile_bytes` rounded down to a multiple of 16 bytes (so
-/// FIFO slots stay 16-byte aligned), at least one vector, and at most what
-/// the widest step (`max_cnt` chunks) can fill; the CPU engine's tile rule.
+/// The CPU engine's tile and call rule (`plan::tile_and_merge`), with the
+/// staging tile `tile_bytes` first rounded down to whole 16-byte vectors (so
+/// staged FIFO slots stay 16-byte aligned), at least one vector.
 pub fn geometry(chunk: u64, tile_bytes: u64, esize: u64, slots: u64, max_cnt: u64) -> Geometry {
     let vec = (16 / esize.max(1)).max(1);
-    let mut tile = (tile_bytes / esize.max(1)) / vec * vec;
-    tile = tile
-        .max(vec)
-        .min(chunk.max(1).saturating_mul(max_cnt.max(1)));
+    let staged = ((tile_bytes / esize.max(1)) / vec * vec).max(vec);
+    let (tile, merge) = crate::exec::plan::tile_and_merge(
+        chunk as usize,
+        staged as usize,
+        max_cnt as usize,
+        esize as usize,
+    );
+    let tile = tile as u64;
     Geometry {
         chunk,
         tile,
         ntiles: chunk.div_ceil(tile).max(1),
         slots: slots.max(1),
-        merge: crate::exec::plan::merge_chunks(chunk as usize, tile as usize) as u64,
+        merge: merge as u64,
     }
 }
 
@@ -371,14 +375,17 @@ mod tests {
         let g = geometry(1, 1 << 20, 2, 0, 1);
         assert_eq!((g.tile, g.ntiles, g.slots, g.merge), (1, 1, 1, 1));
         // Steps of up to 10 chunks: a small chunk's tile holds 10 of them,
-        // and one call moves all 10 through one slot, as on the CPU engine.
+        // and one call moves all 10 through one slot, as on the CPU engine
+        // (up to 71 per call by MSCCL's rule).
         let g = geometry(6, 256 << 10, 4, 2, 10);
-        assert_eq!((g.tile, g.ntiles, g.merge), (60, 1, 10));
-        // A chunk above half a tile: one chunk per call, several tiles.
-        let g = geometry(40_000, 256 << 10, 4, 2, 10);
-        assert_eq!((g.tile, g.ntiles, g.merge), (65536, 1, 1));
+        assert_eq!((g.tile, g.ntiles, g.merge), (60, 1, 71));
+        // Merged calls follow MSCCL's 2 MiB Simple tile, not --tile: 100 000
+        // f32 (400 KB) chunks merge 5 per call; one tile holds 5 chunks.
         let g = geometry(100_000, 256 << 10, 4, 2, 10);
-        assert_eq!((g.tile, g.ntiles, g.merge), (65536, 2, 1));
+        assert_eq!((g.tile, g.ntiles, g.merge), (500_000, 1, 5));
+        // A chunk above 1 MiB: one chunk per call, staged in --tile pieces.
+        let g = geometry(300_000, 256 << 10, 4, 2, 10);
+        assert_eq!((g.tile, g.ntiles, g.merge), (65536, 5, 1));
         assert_eq!(fifo_bytes(2, 64, 4), 512);
         assert_eq!(fifo_bytes(2, 3, 2) % ALIGN, 0);
     }

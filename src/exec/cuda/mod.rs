@@ -517,21 +517,25 @@ fn run_typed<T: Raw, O: Op<T>>(
         .map(|&s| (s, count_for(s, esz as usize, n, plan.c)))
         .collect();
     let max_count = counts.iter().map(|c| c.1).max().unwrap_or(0);
-    let max_chunk = max_count * n as u64 / plan.c as u64;
     let (rank_bufs, arenas) =
         layout::buffer_layout(plan.c, &plan.s_chunks, max_count, esz, &device_of)?;
+    // FIFO slots are allocated once, for the largest tile of any size: with
+    // merged calls a smaller size can have the larger tile.
     let max_cnt = plan.max_cnt() as u64;
-    let max_geo = layout::geometry(
-        max_chunk,
-        opts.tile_bytes as u64,
-        esz,
-        opts.fifo_slots as u64,
-        max_cnt,
-    );
-    let fifo_b = layout::fifo_bytes(max_geo.slots, max_geo.tile, esz);
+    let geo_of = |count: u64| {
+        layout::geometry(
+            count * n as u64 / plan.c as u64,
+            opts.tile_bytes as u64,
+            esz,
+            opts.fifo_slots as u64,
+            max_cnt,
+        )
+    };
+    let max_tile = counts.iter().map(|c| geo_of(c.1).tile).max().unwrap_or(1);
+    let fifo_b = layout::fifo_bytes(opts.fifo_slots.max(1) as u64, max_tile, esz);
     let threads = devs
         .iter()
-        .fold(layout::threads_per_block(max_geo.tile, esz), |t, d| {
+        .fold(layout::threads_per_block(max_tile, esz), |t, d| {
             t.min(d.threads_max)
         });
     // Every device's threadblocks must be co-resident; shrink blocks if not.
@@ -640,13 +644,7 @@ fn run_typed<T: Raw, O: Op<T>>(
     let mut rows = Vec::new();
     for (req, count) in counts {
         let chunk = count * n as u64 / plan.c as u64;
-        let geo = layout::geometry(
-            chunk,
-            opts.tile_bytes as u64,
-            esz,
-            opts.fifo_slots as u64,
-            max_cnt,
-        );
+        let geo = geo_of(count);
         // Progress keys depend on the tile count, so they restart (from
         // zeroed flags) at every size; FIFO counters just keep counting.
         work = 0;
