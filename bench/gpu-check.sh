@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# One-command GPU check of the cuda backend (issue 7), sized for < 5 min on
-# one H200:
+# One-command GPU check of the cuda backend (issue 7); 133 s on one H200
+# (2026-11-30):
 #   1. builds rscc (release) unless RSCC_BIN names a prebuilt binary;
-#   2. correctness grid in virtual-ranks mode: N = 2, 8, 16; every cuda
+#   2. a smoke run (ring, 8 ranks, --check); if it fails, its error (and
+#      compute-sanitizer's memcheck of a 2-rank run, when installed) and
+#      exit 1 without the grid;
+#   3. correctness grid in virtual-ranks mode: N = 2, 8, 16; every cuda
 #      dtype (f32 f64 f16 bf16 i32, sum; f32 also prod max min); sizes
 #      4 KiB .. 16 MiB checked for every schedule, 256 MiB and 1 GiB checked
 #      for the N = 2 and N = 8 rings; schedules: every schedules/*.xml whose
 #      ngpus is N, plus the built-in ring and all-pairs for that N;
-#   3. performance: f32 sum, 64 KiB / 16 MiB per rank (and 1 GiB for the
-#      rings and the dgx-h100 / dgx-h100x2 schedules), busbw and the
+#   4. performance: f32 sum, 64 KiB / 16 MiB per rank (and 1 GiB for the
+#      rings, with a channels x tile sweep for 8 ranks, and the dgx-h100 /
+#      dgx-h100x2 schedules), busbw and the
 #      fraction of the memory-traffic roofline (N+1)*S/t over the device copy
 #      bandwidth measured in the same run (`rscc run` measures it first);
-#   4. prints one table; writes every run's JSON and summary.json under
+#   5. prints one line per correctness run and one table row per
+#      performance size; writes every run's JSON and summary.json under
 #      $OUT when set.
 # Exit code: 0 all correct, 1 some run wrong or failed.
 set -uo pipefail
