@@ -533,79 +533,14 @@ fn full_milp(
         })
         .collect();
     // x[chunk][edge][step]
-    let mut x: Vec<Vec<Vec<Option<Variable>>>> = vec![vec![vec![None; s]; edges.len()]; total];
-    for (ch, xc) in x.iter_mut().enumerate() {
-        let o = ch / c;
-        for (ei, &(a, b, _)) in edges.iter().enumerate() {
-            if b == o {
-                continue;
-            }
-            for (k, slot) in xc[ei].iter_mut().enumerate() {
-                // a can hold the chunk by step k; b needs it by step S.
-                if dist[o][a] <= k {
-                    *slot = Some(vars.add(variable().binary()));
-                }
-            }
-        }
-    }
+    let x: Vec<Grid> = (0..total)
+        .map(|ch| grid(&mut vars, edges, dist, ch / c, s, || variable().binary()))
+        .collect();
     let mut model = vars
         .minimise(Expression::from(0.0))
         .using(highs)
         .set_time_limit(time_limit.as_secs_f64());
-    let sum_rounds: Expression = rounds.iter().copied().sum();
-    model.add_constraint(sum_rounds.eq(r as f64));
-    // Incoming edges per rank.
-    let mut into: Vec<Vec<usize>> = vec![vec![]; n];
-    let mut out_of: Vec<Vec<usize>> = vec![vec![]; n];
-    for (ei, &(a, b, _)) in edges.iter().enumerate() {
-        into[b].push(ei);
-        out_of[a].push(ei);
-    }
-    for (ch, xc) in x.iter().enumerate() {
-        let o = ch / c;
-        for v in 0..n {
-            if v == o {
-                continue;
-            }
-            let recv: Expression = into[v]
-                .iter()
-                .flat_map(|&ei| xc[ei].iter().flatten().copied())
-                .sum();
-            model.add_constraint(recv.eq(1.0));
-            // Causality: v forwards in step k only what it received before k.
-            for k in 0..s {
-                let before: Expression = into[v]
-                    .iter()
-                    .flat_map(|&ei| xc[ei][..k].iter().flatten().copied())
-                    .sum();
-                for &ei in &out_of[v] {
-                    if let Some(var) = xc[ei][k] {
-                        model.add_constraint((Expression::from(var) - before.clone()).leq(0.0));
-                    }
-                }
-            }
-        }
-    }
-    // A rank whose ingress capacity over R rounds equals the (N−1)·C chunks
-    // it must receive has every incoming link busy in every round: the
-    // capacity rows into it are equalities (implied, but a much tighter LP).
-    let saturated: Vec<bool> = (0..n)
-        .map(|v| {
-            let inn: usize = into[v].iter().map(|&ei| edges[ei].2 as usize).sum();
-            inn * r == (n - 1) * c
-        })
-        .collect();
-    for (ei, &(_, b, cap)) in edges.iter().enumerate() {
-        for (k, &rk) in rounds.iter().enumerate() {
-            let load: Expression = x.iter().filter_map(|xc| xc[ei][k]).sum();
-            let row = load - (cap as f64) * rk;
-            model.add_constraint(if saturated[b] {
-                row.eq(0.0)
-            } else {
-                row.leq(0.0)
-            });
-        }
-    }
+    let out_of = flow_rows(&mut model, n, p, edges, &rounds, &x, |ch| ch / c, 1.0);
     // Symmetry breaking among one owner's chunks: weight of first-step sends.
     for o in 0..n {
         for i in 1..c {
@@ -676,63 +611,19 @@ fn aggregate(
     let rounds: Vec<Variable> = (0..s)
         .map(|_| vars.add(variable().integer().min(1).max((r - s + 1) as f64)))
         .collect();
-    let mut f: Vec<Vec<Vec<Option<Variable>>>> = vec![vec![vec![None; s]; edges.len()]; n];
-    for (o, fo) in f.iter_mut().enumerate() {
-        for (ei, &(a, b, _)) in edges.iter().enumerate() {
-            if b == o {
-                continue;
-            }
-            for (k, slot) in fo[ei].iter_mut().enumerate() {
-                if dist[o][a] <= k {
-                    *slot = Some(vars.add(variable().integer().min(0).max(c as f64)));
-                }
-            }
-        }
-    }
+    // f[owner][edge][step]
+    let f: Vec<Grid> = (0..n)
+        .map(|o| {
+            grid(&mut vars, edges, dist, o, s, || {
+                variable().integer().min(0).max(c as f64)
+            })
+        })
+        .collect();
     let mut model = vars
         .minimise(Expression::from(0.0))
         .using(highs)
         .set_time_limit(time_limit.as_secs_f64());
-    let sum_rounds: Expression = rounds.iter().copied().sum();
-    model.add_constraint(sum_rounds.eq(r as f64));
-    let mut into: Vec<Vec<usize>> = vec![vec![]; n];
-    let mut out_of: Vec<Vec<usize>> = vec![vec![]; n];
-    for (ei, &(a, b, _)) in edges.iter().enumerate() {
-        into[b].push(ei);
-        out_of[a].push(ei);
-    }
-    for (o, fo) in f.iter().enumerate() {
-        for v in 0..n {
-            if v == o {
-                continue;
-            }
-            let recv: Expression = into[v]
-                .iter()
-                .flat_map(|&ei| fo[ei].iter().flatten().copied())
-                .sum();
-            model.add_constraint(recv.eq(c as f64));
-            for k in 0..s {
-                let before: Expression = into[v]
-                    .iter()
-                    .flat_map(|&ei| fo[ei][..k].iter().flatten().copied())
-                    .sum();
-                for &ei in &out_of[v] {
-                    if let Some(var) = fo[ei][k] {
-                        model.add_constraint((Expression::from(var) - before.clone()).leq(0.0));
-                    }
-                }
-            }
-        }
-    }
-    for (ei, &(_, b, cap)) in edges.iter().enumerate() {
-        let inn: usize = into[b].iter().map(|&e| edges[e].2 as usize).sum();
-        let saturated = inn * r == (n - 1) * c;
-        for (k, &rk) in rounds.iter().enumerate() {
-            let load: Expression = f.iter().filter_map(|fo| fo[ei][k]).sum();
-            let row = load - (cap as f64) * rk;
-            model.add_constraint(if saturated { row.eq(0.0) } else { row.leq(0.0) });
-        }
-    }
+    flow_rows(&mut model, n, p, edges, &rounds, &f, |o| o, c as f64);
     match model.solve() {
         Err(ResolutionError::Infeasible) => Ok(Agg::Infeasible),
         Ok(sol) => Ok(Agg::Feasible(
@@ -746,6 +637,98 @@ fn aggregate(
             "instance {p} (aggregate): {e}"
         ))),
     }
+}
+
+/// One commodity's variables: `[edge][step]`, `None` where the link cannot
+/// carry it in that step.
+type Grid = Vec<Vec<Option<Variable>>>;
+
+/// A commodity owned by `o`: one variable per link `a → b` (b ≠ o) and step
+/// k in which `a` can hold it (its distance from `o` is at most k).
+fn grid(
+    vars: &mut ProblemVariables,
+    edges: &[(usize, usize, u32)],
+    dist: &[Vec<usize>],
+    o: usize,
+    steps: usize,
+    var: impl Fn() -> good_lp::VariableDefinition,
+) -> Grid {
+    edges
+        .iter()
+        .map(|&(a, b, _)| {
+            (0..steps)
+                .map(|k| (b != o && dist[o][a] <= k).then(|| vars.add(var())))
+                .collect()
+        })
+        .collect()
+}
+
+/// The rows the MILP and its per-owner aggregate share, over commodities
+/// `grids[q]` owned by `owner(q)`: every other rank receives `demand` of
+/// each; causality (a rank forwards in step k only what it received
+/// before k); link capacity per step, `cap · rounds[k]`, as an equality for
+/// links into a saturated rank. Returns the outgoing links per rank.
+#[allow(clippy::too_many_arguments)]
+fn flow_rows(
+    model: &mut impl SolverModel,
+    n: usize,
+    p: Point,
+    edges: &[(usize, usize, u32)],
+    rounds: &[Variable],
+    grids: &[Grid],
+    owner: impl Fn(usize) -> usize,
+    demand: f64,
+) -> Vec<Vec<usize>> {
+    let sum_rounds: Expression = rounds.iter().copied().sum();
+    model.add_constraint(sum_rounds.eq(p.rounds as f64));
+    let mut into: Vec<Vec<usize>> = vec![vec![]; n];
+    let mut out_of: Vec<Vec<usize>> = vec![vec![]; n];
+    for (ei, &(a, b, _)) in edges.iter().enumerate() {
+        into[b].push(ei);
+        out_of[a].push(ei);
+    }
+    for (q, gq) in grids.iter().enumerate() {
+        let o = owner(q);
+        for v in (0..n).filter(|&v| v != o) {
+            let recv: Expression = into[v]
+                .iter()
+                .flat_map(|&ei| gq[ei].iter().flatten().copied())
+                .sum();
+            model.add_constraint(recv.eq(demand));
+            for k in 0..p.steps {
+                let before: Expression = into[v]
+                    .iter()
+                    .flat_map(|&ei| gq[ei][..k].iter().flatten().copied())
+                    .sum();
+                for &ei in &out_of[v] {
+                    if let Some(var) = gq[ei][k] {
+                        model.add_constraint((Expression::from(var) - before.clone()).leq(0.0));
+                    }
+                }
+            }
+        }
+    }
+    // A rank whose ingress capacity over R rounds equals the (N−1)·C chunks
+    // it must receive has every incoming link busy in every round: the
+    // capacity rows into it are equalities (implied, but a much tighter LP).
+    let saturated: Vec<bool> = (0..n)
+        .map(|v| {
+            let inn: usize = into[v].iter().map(|&ei| edges[ei].2 as usize).sum();
+            inn * p.rounds == (n - 1) * p.chunks
+        })
+        .collect();
+    for (ei, &(_, b, cap)) in edges.iter().enumerate() {
+        for (k, &rk) in rounds.iter().enumerate() {
+            let load: Expression = grids.iter().filter_map(|gq| gq[ei][k]).sum();
+            let row = load - (cap as f64) * rk;
+            model.add_constraint(if saturated[b] {
+                row.eq(0.0)
+            } else {
+                row.leq(0.0)
+            });
+        }
+    }
+    out_of
 }
 
 enum Agg {
