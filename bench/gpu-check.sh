@@ -22,7 +22,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# NVRTC: cudarc loads libnvrtc.so.12 through the loader's search path.
+# NVRTC: cudarc loads libnvrtc.so (then .so.12 etc.) through the loader's
+# search path; a CUDA 12 or 13 toolkit's works (13.0's on the H200 run).
 if [ -z "${RSCC_NVRTC_DIR:-}" ]; then
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
            /usr/local/cuda-*/lib64 /usr/lib/x86_64-linux-gnu \

@@ -59,7 +59,7 @@ pub fn nvrtc_present() -> bool {
 
 fn no_nvrtc() -> ExecError {
     ExecError::Unsupported(
-        "the NVRTC library (libnvrtc.so.12) was not found; install it (e.g. `pip install nvidia-cuda-nvrtc-cu12`) and add its lib directory to LD_LIBRARY_PATH"
+        "the NVRTC library (libnvrtc.so, .so.12 or .so.13) was not found; install a CUDA toolkit or `pip install nvidia-cuda-nvrtc-cu12`, and add its lib directory to LD_LIBRARY_PATH"
             .into(),
     )
 }
