@@ -108,6 +108,20 @@ fn gpu(id: usize, n: usize, tbs: Vec<Threadblock>) -> GpuProgram {
     }
 }
 
+/// A send of input chunk `c`.
+fn send(c: usize) -> Step {
+    Step::new(StepKind::Send)
+        .src(Buf::Input, c)
+        .dst(Buf::Input, c)
+}
+
+/// A receive of the message carrying input chunk `c` into scratch chunk `d`.
+fn recv(c: usize, d: usize) -> Step {
+    Step::new(StepKind::Recv)
+        .src(Buf::Input, c)
+        .dst(Buf::Scratch, d)
+}
+
 /// The ring of msccl-xml.md §7.1, generalised, built here step by step.
 fn ring_program(n: usize) -> Program {
     let gpus: Vec<GpuProgram> = (0..n)
@@ -249,32 +263,25 @@ fn max_min_fair_sharing() {
     // gpu1→sw (100) carries B (25) and C, so C gets 75 (max-min).
     let topo = switch_topo(4, &[50.0, 100.0, 50.0, 150.0], 0.0);
     let n = 4;
-    let s = |c: usize| {
-        Step::new(StepKind::Send)
-            .src(Buf::Input, c)
-            .dst(Buf::Input, c)
-    };
-    let r = |c: usize| {
-        Step::new(StepKind::Recv)
-            .src(Buf::Input, c)
-            .dst(Buf::Scratch, c)
-    };
     let p = prog(
         n,
         n,
         vec![
-            gpu(0, n, vec![tb(0, 2, -1, vec![s(2)])]),
+            gpu(0, n, vec![tb(0, 2, -1, vec![send(2)])]),
             gpu(
                 1,
                 n,
-                vec![tb(0, 2, -1, vec![s(2)]), tb(1, 3, -1, vec![s(3)])],
+                vec![tb(0, 2, -1, vec![send(2)]), tb(1, 3, -1, vec![send(3)])],
             ),
             gpu(
                 2,
                 n,
-                vec![tb(0, -1, 0, vec![r(2)]), tb(1, -1, 1, vec![r(2)])],
+                vec![
+                    tb(0, -1, 0, vec![recv(2, 2)]),
+                    tb(1, -1, 1, vec![recv(2, 2)]),
+                ],
             ),
-            gpu(3, n, vec![tb(0, -1, 1, vec![r(3)])]),
+            gpu(3, n, vec![tb(0, -1, 1, vec![recv(3, 3)])]),
         ],
     );
     let size = 4_000_000u64; // chunk = 1 MB
@@ -302,12 +309,8 @@ fn tiling_replays_the_program_per_tile() {
     // One send of a whole chunk over one 10 GB/s link with α 2 µs: each
     // tile is a separate send: tiles · (α + T / b).
     let topo = ring_topo(2, 10.0, 2.0);
-    let s = Step::new(StepKind::Send)
-        .src(Buf::Input, 1)
-        .dst(Buf::Input, 1);
-    let r = Step::new(StepKind::Recv)
-        .src(Buf::Input, 1)
-        .dst(Buf::Scratch, 0);
+    let s = send(1);
+    let r = recv(1, 0);
     let p = prog(
         2,
         2,
@@ -344,18 +347,8 @@ fn buffer_depth_bounds_the_messages_in_flight() {
     g.add_edge(gs[0], gs[1], link(100.0, 0.0));
     g.add_edge(gs[1], gs[2], link(1.0, 0.0));
     let topo = Topology::new("chain".into(), String::new(), g);
-    let s = |c: usize| {
-        Step::new(StepKind::Send)
-            .src(Buf::Input, c)
-            .dst(Buf::Input, c)
-    };
     let rcs = |c: usize| {
         Step::new(StepKind::RecvCopySend)
-            .src(Buf::Input, c)
-            .dst(Buf::Scratch, c)
-    };
-    let r = |c: usize| {
-        Step::new(StepKind::Recv)
             .src(Buf::Input, c)
             .dst(Buf::Scratch, c)
     };
@@ -363,9 +356,13 @@ fn buffer_depth_bounds_the_messages_in_flight() {
         3,
         4,
         vec![
-            gpu(0, 3, vec![tb(0, 1, -1, (0..4).map(s).collect())]),
+            gpu(0, 3, vec![tb(0, 1, -1, (0..4).map(send).collect())]),
             gpu(1, 3, vec![tb(0, 2, 0, (0..4).map(rcs).collect())]),
-            gpu(2, 3, vec![tb(0, -1, 1, (0..4).map(r).collect())]),
+            gpu(
+                2,
+                3,
+                vec![tb(0, -1, 1, (0..4).map(|c| recv(c, c)).collect())],
+            ),
         ],
     );
     let size = 4_000_000u64; // chunk = 1 MB, one tile
@@ -409,13 +406,9 @@ fn dependencies_order_threadblocks() {
         .dst(Buf::Output, 0);
     cpy.depid = 0;
     cpy.deps = 0;
-    let mut snd = Step::new(StepKind::Send)
-        .src(Buf::Input, 1)
-        .dst(Buf::Input, 1);
+    let mut snd = send(1);
     snd.hasdep = true;
-    let r = Step::new(StepKind::Recv)
-        .src(Buf::Input, 1)
-        .dst(Buf::Scratch, 0);
+    let r = recv(1, 0);
     let p = prog(
         2,
         2,
@@ -474,12 +467,8 @@ fn errors_are_clear() {
     assert!(matches!(e, SimError::NoRoute { .. }), "{e}");
     // Deadlock: both ranks receive before they send.
     let topo2 = ring_topo(2, 10.0, 0.0);
-    let r = Step::new(StepKind::Recv)
-        .src(Buf::Input, 0)
-        .dst(Buf::Scratch, 0);
-    let s = Step::new(StepKind::Send)
-        .src(Buf::Input, 0)
-        .dst(Buf::Input, 0);
+    let r = recv(0, 0);
+    let s = send(0);
     let p = prog(
         2,
         2,
@@ -492,9 +481,7 @@ fn errors_are_clear() {
     assert!(matches!(e, SimError::Deadlock(_)), "{e}");
     assert!(e.to_string().contains("rank 0"), "{e}");
     // A send step in a threadblock without a send peer.
-    let s = Step::new(StepKind::Send)
-        .src(Buf::Input, 0)
-        .dst(Buf::Input, 0);
+    let s = send(0);
     let p = prog(
         2,
         2,
