@@ -283,6 +283,11 @@ fn cli_runs_builtin_schedules_and_reports() {
     assert_eq!(code, 2);
     let (code, _, _) = rscc(&["run", "--builtin", "ring", "--sizes", "9:1"]);
     assert_eq!(code, 2);
+    for slots in ["0", "65"] {
+        let (code, _, err) = rscc(&["run", "--builtin", "ring", "--slots", slots]);
+        assert_eq!(code, 2, "--slots {slots}: {err}");
+        assert!(err.contains("--slots must be 1 .. 64"), "{err}");
+    }
 }
 
 /// A ring that exercises the remaining step types: partial sums are also

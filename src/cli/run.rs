@@ -51,10 +51,14 @@ pub struct RunArgs {
     /// when the schedule allows it.
     #[arg(long)]
     pub inplace: bool,
-    /// Tile size (bytes); one FIFO slot holds one tile.
+    /// Staging tile (bytes): chunks are moved in tiles of this size, one
+    /// FIFO slot each. A multi-chunk step whose chunks MSCCL would merge
+    /// (chunk ≤ 1 MiB, its 2 MiB Simple tile) moves them as one slot
+    /// instead, however large.
     #[arg(long, default_value = "256K")]
     pub tile: String,
-    /// Slots (tiles) per connection FIFO; 2 is the MSCCL runtime's depth.
+    /// Slots (tiles) per connection FIFO, 1..64; 2 is the MSCCL runtime's
+    /// depth and what the verifier assumes.
     #[arg(long, default_value_t = 2)]
     pub slots: usize,
     /// Watchdog: stop after this many ms without progress.
@@ -164,6 +168,9 @@ pub fn run(args: RunArgs) -> CliResult {
     if args.iters == 0 {
         return Err(CliError::input("--iters must be at least 1"));
     }
+    if !(1..=64).contains(&args.slots) {
+        return Err(CliError::input("--slots must be 1 .. 64"));
+    }
     backend_mode(&args)?;
     let prog = load(&args)?;
     run_program_cli(&prog, &args, dtype, redop, sizes, tile as usize)
@@ -193,7 +200,7 @@ pub fn run_program_cli(
         check: args.check,
         inplace: args.inplace.then_some(true),
         tile_bytes: tile,
-        fifo_slots: args.slots.clamp(1, 64),
+        fifo_slots: args.slots,
         stall_timeout: Duration::from_millis(args.stall_ms.max(10)),
         membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
     };
