@@ -11,6 +11,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-8}
+# NVRTC on LD_LIBRARY_PATH (exit 2 when it cannot be found).
+. bench/nvrtc.sh
 BIN=${RSCC_BIN:-target/release/rscc}
 [ -x "$BIN" ] || cargo build --release --quiet --bin rscc || exit 2
 RES=${OUT:-$(mktemp -d)}/gpu-roofline
