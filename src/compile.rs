@@ -103,9 +103,58 @@ pub fn compile_one(
     algo: Algo,
     opts: &CompileOptions,
 ) -> Result<Compiled, CompileError> {
+    if algo == Algo::Gap {
+        return compile_gap(topo, opts);
+    }
     let cands =
         synth::candidates(topo, algo, &opts.synth).map_err(|e| CompileError::Request(e.0))?;
     first_fit(topo, algo, cands, opts, false)
+}
+
+/// The gap schedule (`synth::gap`): the window LP's rounding, improved by
+/// the local search with each plan lowered and simulated at
+/// [`gap::GAP_SIZE`](synth::gap::GAP_SIZE) (plans over the GPU's SM count
+/// score ∞), within `opts.synth.evals` simulations or the time limit.
+/// The best plan is emitted if it passes the verifier, else the start.
+fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, CompileError> {
+    use synth::gap;
+    let req = |e: String| CompileError::Request(e);
+    synth::check_request(topo, &opts.synth).map_err(|e| req(e.0))?;
+    let o = &opts.synth;
+    let g =
+        gap::solve(topo, o.time_limit_s, o.seed).map_err(|e| req(format!("--algo gap: {e}")))?;
+    let start = g.start(o.chunks.unwrap_or(gap::GAP_CHUNKS));
+    let lopts = LowerOptions::default();
+    let sms = topo.min_sms().map(|s| s as usize);
+    let simopts = SimOptions {
+        trace: true,
+        ..Default::default()
+    };
+    let n = topo.num_ranks();
+    let score = |a: &Algorithm| -> Result<Vec<f64>, f64> {
+        let p = lower::lower(a, &lopts).map_err(|_| f64::INFINITY)?;
+        if let Some(m) = sms.filter(|&m| p.max_tbs_per_rank() > m) {
+            return Err((p.max_tbs_per_rank() - m) as f64);
+        }
+        let r = sim::simulate(&p, topo, gap::GAP_SIZE, &simopts).map_err(|_| f64::INFINITY)?;
+        let mut ends = vec![0.0f64; n];
+        for s in &r.trace.ok_or(f64::INFINITY)?.spans {
+            ends[s.rank] = ends[s.rank].max(s.end_us);
+        }
+        Ok(ends)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(o.time_limit_s);
+    let (best, _) = g.search(start.clone(), o.evals, o.seed, Some(deadline), &score);
+    let algs = if best == start {
+        vec![g.algorithm(&start)]
+    } else {
+        vec![g.algorithm(&best), g.algorithm(&start)]
+    };
+    let cands = algs
+        .into_iter()
+        .map(|a| Box::new(move || a) as synth::Candidate)
+        .collect();
+    first_fit(topo, Algo::Gap, cands, opts, true)
 }
 
 /// The algorithm's small-message candidate (`synth::small_candidates`), if
@@ -306,6 +355,12 @@ pub fn auto(
         if a == Algo::Flow {
             if let Err(why) = synth::flow_promising(topo, &opts.synth) {
                 skipped.push(why);
+                continue;
+            }
+        }
+        if a == Algo::Gap {
+            if let Err(why) = synth::gap::offered(topo) {
+                skipped.push(format!("gap: not offered: {why}"));
                 continue;
             }
         }

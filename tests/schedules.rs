@@ -83,3 +83,30 @@ fn small_message_band_schedules_are_pinned() {
     assert_eq!(pinned, ["ring8"]);
     no_stale(&stale);
 }
+
+/// The gap schedules (`compile_one(Gap)`: the window LP's rounding after
+/// its default, deterministic search budget) that `auto` writes as the
+/// small-message band where gap is offered are pinned the same way, as
+/// {name}-gap-rs.
+#[test]
+fn gap_schedules_are_pinned() {
+    let mut stale = Vec::new();
+    let mut pinned = Vec::new();
+    for (name, path) in shipped() {
+        let topo = rscc::front::load_topology(&path).expect("shipped topology loads");
+        if rscc::synth::gap::offered(&topo).is_err() {
+            continue;
+        }
+        let c =
+            rscc::compile::compile_one(&topo, rscc::synth::Algo::Gap, &CompileOptions::default())
+                .expect("gap compiles where it is offered");
+        pin(
+            &format!("{name}-gap-rs"),
+            &rscc::back::msccl_xml::to_string(&c.program),
+            &mut stale,
+        );
+        pinned.push(name);
+    }
+    assert_eq!(pinned, ["dgx1-v100"]);
+    no_stale(&stale);
+}

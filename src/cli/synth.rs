@@ -44,7 +44,7 @@ pub struct SynthArgs {
     #[arg(long, value_enum, default_value = "reduce-scatter")]
     pub op: Op,
     /// Synthesizer: auto (score every applicable one in the simulator and
-    /// pick per size), ring, direct, tree, hier, mix, flow, sccl.
+    /// pick per size), ring, direct, tree, hier, mix, flow, sccl, gap.
     #[arg(long, default_value = "auto")]
     pub algo: String,
     /// Sizes (bytes per rank, nccl-tests' S) that `auto` scores, e.g. 1K:4G.
@@ -59,6 +59,10 @@ pub struct SynthArgs {
     /// another seed may pick another of several optimal LP solutions.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2147483647))]
     pub seed: u32,
+    /// Schedules the gap search may simulate (its budget; the same budget
+    /// and seed give the same file on any machine).
+    #[arg(long, default_value_t = crate::synth::gap::GAP_EVALS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000))]
+    pub evals: usize,
     /// Chunks per rank's output shard (default: the synthesizer's choice;
     /// for tree, this many equal classes instead of its graded ones).
     #[arg(long)]
@@ -85,7 +89,7 @@ pub fn run(a: SynthArgs) -> CliResult {
     let topo = front::load_topology(&a.topo).map_err(CliError::input)?;
     let algo = Algo::parse(&a.algo).ok_or_else(|| {
         CliError::input(format!(
-            "unknown --algo \"{}\" (known: auto, ring, direct, tree, hier, mix, flow, sccl)",
+            "unknown --algo \"{}\" (known: auto, ring, direct, tree, hier, mix, flow, sccl, gap)",
             a.algo
         ))
     })?;
@@ -107,6 +111,7 @@ pub fn run(a: SynthArgs) -> CliResult {
             chunks: a.chunks,
             time_limit_s: a.time_limit,
             seed: a.seed,
+            evals: a.evals,
         },
         proto: match a.proto {
             ProtoArg::Simple => Proto::Simple,

@@ -5,6 +5,7 @@
 
 pub mod direct;
 pub mod flow;
+pub mod gap;
 pub mod hier;
 pub mod mix;
 pub mod ring;
@@ -33,10 +34,13 @@ pub enum Algo {
     Flow,
     /// Exact SCCL-model search (unit link capacities; ≤ 16 ranks).
     Sccl,
+    /// Two-wave relay schedule for diameter-two meshes, tuned for medium
+    /// messages by a simulator-scored search (the driver runs it).
+    Gap,
 }
 
 impl Algo {
-    pub const ALL: [Algo; 8] = [
+    pub const ALL: [Algo; 9] = [
         Algo::Auto,
         Algo::Ring,
         Algo::Direct,
@@ -45,6 +49,7 @@ impl Algo {
         Algo::Mix,
         Algo::Flow,
         Algo::Sccl,
+        Algo::Gap,
     ];
     pub fn parse(s: &str) -> Option<Algo> {
         Algo::ALL.into_iter().find(|a| a.name() == s)
@@ -59,6 +64,7 @@ impl Algo {
             Algo::Mix => "mix",
             Algo::Flow => "flow",
             Algo::Sccl => "sccl",
+            Algo::Gap => "gap",
         }
     }
 }
@@ -81,8 +87,12 @@ pub struct SynthOptions {
     pub chunks: Option<usize>,
     /// Seconds allowed for any solver call.
     pub time_limit_s: f64,
-    /// HiGHS `random_seed` for the mixture and flow LPs (0 … 2³¹ − 1).
+    /// HiGHS `random_seed` for the mixture, flow and gap LPs, and the
+    /// seed of the gap search's kicks (0 … 2³¹ − 1).
     pub seed: u32,
+    /// Schedules the gap search may simulate (its budget: the same count
+    /// gives the same schedule on any machine).
+    pub evals: usize,
 }
 
 impl Default for SynthOptions {
@@ -91,6 +101,7 @@ impl Default for SynthOptions {
             chunks: None,
             time_limit_s: 30.0,
             seed: 0,
+            evals: gap::GAP_EVALS,
         }
     }
 }
@@ -143,12 +154,10 @@ pub fn small_candidates(
     Ok(vec![Box::new(move || g.pieced(k, &tree::PIECES))])
 }
 
-/// Candidate Algorithms for one (non-auto) algorithm, best first.
-pub fn candidates(
-    topo: &Topology,
-    algo: Algo,
-    o: &SynthOptions,
-) -> Result<Vec<Candidate>, SynthError> {
+/// The checks every request passes before any synthesizer runs: GPUs to
+/// synthesize for, a chunk count the runtime's offsets hold, a positive
+/// time limit.
+pub fn check_request(topo: &Topology, o: &SynthOptions) -> Result<(), SynthError> {
     let n = topo.num_ranks();
     if n == 0 {
         return Err(SynthError("the topology has no GPUs".into()));
@@ -172,6 +181,17 @@ pub fn candidates(
             o.time_limit_s
         )));
     }
+    Ok(())
+}
+
+/// Candidate Algorithms for one (non-auto) algorithm, best first.
+pub fn candidates(
+    topo: &Topology,
+    algo: Algo,
+    o: &SynthOptions,
+) -> Result<Vec<Candidate>, SynthError> {
+    check_request(topo, o)?;
+    let n = topo.num_ranks();
     match algo {
         Algo::Auto => Err(SynthError(
             "auto is resolved by the driver (compile::compile)".into(),
@@ -285,6 +305,14 @@ pub fn candidates(
                     Box::new(move || lp.algorithm(c, lanes)) as Candidate
                 })
                 .collect())
+        }
+        Algo::Gap => {
+            // The LP's rounding, unsearched (`compile::compile_one` runs the
+            // search, which needs the simulator).
+            let g = gap::solve(topo, o.time_limit_s, o.seed)
+                .map_err(|e| SynthError(format!("--algo gap: {e}")))?;
+            let p = g.start(o.chunks.unwrap_or(gap::GAP_CHUNKS));
+            Ok(built(vec![g.algorithm(&p)]))
         }
         Algo::Sccl => {
             // The Pareto frontier up to `chunks` (default 6) chunks per rank;

@@ -380,7 +380,7 @@ pub const PIECES: [usize; 4] = [1, 2, 3, 4];
 /// beat the direct schedule over PCIe at 64 KiB and 1 MiB. On a DGX-1
 /// whose dump includes PCIe only the NVLink pairs are hops, as on the
 /// NVLink-only DGX-1.
-fn hops(topo: &Topology) -> Vec<Vec<(usize, f64)>> {
+pub(crate) fn hops(topo: &Topology) -> Vec<Vec<(usize, f64)>> {
     let n = topo.num_ranks();
     (0..n)
         .map(|u| {

@@ -1,0 +1,861 @@
+//! Gap: a two-wave reduce-scatter for meshes of diameter two (DGX-1's
+//! hybrid cube-mesh), tuned for medium messages (tens of KiB).
+//!
+//! Every rank u sends its contribution to shard d in one of two ways:
+//!
+//! - a *neighbour* of d (one hop away) sends its own bytes straight to d
+//!   at step 0, on channels of their own;
+//! - a *far* rank (two hops away) sends to a *relay* — a neighbour of d it
+//!   has a link to — which adds it to its own contribution and forwards
+//!   the sum (store-and-forward), or sends cut-through over its two-hop
+//!   route.
+//!
+//! With α per hop, the relayed sums cannot reach d before 2α, so a
+//! neighbour's own bytes fill d's ingress links in the *gap* before the
+//! second wave arrives; the fewest-hop trees (`tree`) merge everything
+//! first and leave that window empty. Which relay (or route) each far rank
+//! uses is a per-shard *vector*; a window LP ([`solve`]) splits every
+//! shard among the vectors so that each ingress link finishes both waves
+//! at once, and the shares are rounded to `chunks` chunks per shard.
+//!
+//! In the max-min fair cost model concurrent pieces on a link finish in
+//! size order, so relayed groups are cut into *pieces* in harmonic-like
+//! proportions (1:2:3 …) that pipeline the two hops. The rounding and the
+//! piece patterns are then improved by a deterministic local search
+//! ([`Gap::search`]) that the driver scores in the simulator with a fixed
+//! evaluation budget: same input, same schedule.
+
+use super::tree::hops;
+use crate::ir::{Algorithm, Spec, Topology, Transfer};
+use good_lp::solvers::highs::highs;
+use good_lp::{constraint, variable, Expression, ProblemVariables, Solution, SolverModel};
+use petgraph::graph::EdgeIndex;
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
+
+/// Chunks per shard by default.
+pub const GAP_CHUNKS: usize = 24;
+/// Message size the LP and the search optimise for: the top of the
+/// small-message range.
+pub const GAP_SIZE: u64 = 64 << 10;
+/// Schedules the search simulates by default (about 1 s on one core).
+pub const GAP_EVALS: usize = 1000;
+/// Most ranks offered (the LP has one variable per shard and vector).
+pub const GAP_MAX_RANKS: usize = 16;
+/// Most relay vectors per shard.
+const MAX_VECTORS: usize = 512;
+/// Extra time, in units of a hop's α, a link may stay busy past the
+/// second wave's window (the LP's slack: own bytes may trail).
+const SLACK_ALPHAS: f64 = 0.4;
+/// Temperature of the search's soft maximum over per-rank end times, in
+/// units of a hop's α.
+const SOFTMAX_ALPHAS: f64 = 0.03;
+/// Most far ranks whose way a single move changes ([`Gap::adjacent`]).
+const MOVE_SPAN: usize = 2;
+/// Moves the climb scores at once (on up to as many cores; fixed, so the
+/// answer is the same on any machine).
+const SEARCH_BATCH: usize = 2;
+/// Random shifts per kick of the iterated local search.
+const KICK_MOVES: usize = 4;
+/// Objective of a plan over the runtime's limits, plus its excess: above
+/// any real time.
+const OVER_LIMITS_US: f64 = 1e12;
+/// Piece patterns a relayed group may be cut into (relative sizes).
+pub const PATTERNS: [&[usize]; 6] = [
+    &[1],
+    &[1, 2],
+    &[1, 2, 3],
+    &[2, 3, 6],
+    &[1, 1],
+    &[1, 2, 3, 4],
+];
+/// The pattern every group starts with.
+const START_PATTERN: usize = 2;
+
+/// How a far rank's contribution reaches the owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Via {
+    /// Through this neighbour of the owner, which reduces it first.
+    Relay(usize),
+    /// Cut-through over the topology's route.
+    Route,
+}
+
+/// One shard's options: its far ranks, its neighbours, and every vector
+/// (one `Via` per far rank) with the LP's share.
+#[derive(Debug, Clone)]
+struct Owner {
+    far: Vec<usize>,
+    nbrs: Vec<usize>,
+    vectors: Vec<Vec<Via>>,
+    shares: Vec<f64>,
+}
+
+/// Vector order per (shard, used vectors).
+type RunOrders = FxHashMap<(usize, Vec<usize>), Vec<usize>>;
+
+/// The LP's answer for a topology, ready to be rounded and searched.
+#[derive(Debug)]
+pub struct Gap {
+    n: usize,
+    owners: Vec<Owner>,
+    /// Softmax temperature for the search, µs.
+    temp_us: f64,
+    /// [`own_run_order`] per (shard, used vectors): the search asks for
+    /// the same few sets thousands of times.
+    orders: std::sync::Mutex<RunOrders>,
+}
+
+/// Chunks per vector and a piece pattern per vector, for every shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub chunks: usize,
+    counts: Vec<Vec<usize>>,
+    patterns: Vec<Vec<usize>>,
+}
+
+/// What [`Gap::search`] did.
+#[derive(Debug, Clone)]
+pub struct SearchStats {
+    pub evals: usize,
+    /// Soft-max score of the start and of the answer, µs (≥ 1e12: over
+    /// the runtime's limits).
+    pub start_us: f64,
+    pub best_us: f64,
+}
+
+/// The hops (one-link routes) of `topo` and each shard's far ranks and
+/// neighbours, or why the gap schedule is not offered.
+pub fn offered(topo: &Topology) -> Result<(), String> {
+    shape(topo).map(|_| ())
+}
+
+type Shape = (Vec<Vec<(usize, f64)>>, Vec<(Vec<usize>, Vec<usize>)>);
+
+fn shape(topo: &Topology) -> Result<Shape, String> {
+    let n = topo.num_ranks();
+    if !(4..=GAP_MAX_RANKS).contains(&n) {
+        return Err(format!("{n} ranks (offered for 4 to {GAP_MAX_RANKS})"));
+    }
+    let hops = hops(topo);
+    let is_hop = |u: usize, v: usize| hops[u].iter().any(|&(x, _)| x == v);
+    let mut per_owner = Vec::new();
+    for d in 0..n {
+        let nbrs: Vec<usize> = (0..n).filter(|&u| u != d && is_hop(u, d)).collect();
+        let far: Vec<usize> = (0..n).filter(|&u| u != d && !is_hop(u, d)).collect();
+        for &f in &far {
+            if !nbrs.iter().any(|&r| is_hop(f, r)) {
+                return Err(format!(
+                    "rank {f} is more than two GPU-to-GPU links from rank {d} (the gap schedule relays through one neighbour)"
+                ));
+            }
+        }
+        per_owner.push((far, nbrs));
+    }
+    if per_owner.iter().all(|(far, _)| far.is_empty()) {
+        return Err(
+            "every pair of ranks has a link, so there is no second wave (direct covers it)".into(),
+        );
+    }
+    let vectors: usize = per_owner
+        .iter()
+        .map(|(far, nbrs)| {
+            far.iter()
+                .map(|&f| nbrs.iter().filter(|&&r| is_hop(f, r)).count() + 1)
+                .product::<usize>()
+        })
+        .max()
+        .unwrap_or(1);
+    if vectors > MAX_VECTORS {
+        return Err(format!(
+            "{vectors} relay choices for one shard (at most {MAX_VECTORS})"
+        ));
+    }
+    Ok((hops, per_owner))
+}
+
+/// Solve the window LP for `topo`: minimise the second-wave window w such
+/// that on every link the first hops (far → relay) fit in w, the relayed
+/// and routed bytes fit in w, and everything fits in w + slack (the own
+/// bytes start a hop's α earlier).
+pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, String> {
+    let (hops, per_owner) = shape(topo)?;
+    let n = topo.num_ranks();
+    let edge_of = |u: usize, v: usize| -> Result<EdgeIndex, String> {
+        topo.route(u, v)
+            .and_then(|r| (r.links.len() == 1).then(|| r.links[0]))
+            .ok_or_else(|| format!("no link {u} → {v}"))
+    };
+    let is_hop = |u: usize, v: usize| hops[u].iter().any(|&(x, _)| x == v);
+    let shard = GAP_SIZE as f64 / n as f64;
+    let mut vars = ProblemVariables::new();
+    let w = vars.add(variable().min(0.0));
+    // Per link: first hops, relayed sums, own bytes, routed bytes.
+    let mut load: FxHashMap<EdgeIndex, [Expression; 4]> = FxHashMap::default();
+    let mut add = |e: EdgeIndex, k: usize, x: Expression| {
+        load.entry(e).or_default()[k] += x;
+    };
+    let mut owners = Vec::new();
+    let mut xs = Vec::new();
+    let mut sums = Vec::new();
+    let mut alpha = 0.0f64;
+    for (d, (far, nbrs)) in per_owner.into_iter().enumerate() {
+        let mut vectors: Vec<Vec<Via>> = vec![vec![]];
+        for &f in &far {
+            let mut opts: Vec<Via> = nbrs
+                .iter()
+                .filter(|&&r| is_hop(f, r))
+                .map(|&r| Via::Relay(r))
+                .collect();
+            opts.push(Via::Route);
+            vectors = vectors
+                .into_iter()
+                .flat_map(|v| {
+                    opts.iter().map(move |&o| {
+                        let mut v = v.clone();
+                        v.push(o);
+                        v
+                    })
+                })
+                .collect();
+        }
+        let mut sum = Expression::from(0.0);
+        let mut vx = Vec::new();
+        for v in &vectors {
+            let x = vars.add(variable().min(0.0));
+            sum += x;
+            vx.push(x);
+            for (j, via) in v.iter().enumerate() {
+                match *via {
+                    Via::Relay(r) => add(edge_of(far[j], r)?, 0, x * shard),
+                    Via::Route => {
+                        let route = topo
+                            .route(far[j], d)
+                            .ok_or_else(|| format!("no route {} → {d}", far[j]))?;
+                        for e in route.links {
+                            add(e, 3, x * shard);
+                        }
+                    }
+                }
+            }
+            for &r in &nbrs {
+                let k = if v.contains(&Via::Relay(r)) { 1 } else { 2 };
+                add(edge_of(r, d)?, k, x * shard);
+            }
+        }
+        for &r in &nbrs {
+            alpha = alpha.max(topo.link(edge_of(r, d)?).alpha_us);
+        }
+        sums.push(sum);
+        xs.push(vx);
+        owners.push(Owner {
+            far,
+            nbrs,
+            shares: vec![0.0; vectors.len()],
+            vectors,
+        });
+    }
+    let slack = SLACK_ALPHAS * alpha;
+    let mut m = super::highs_options(vars.minimise(w).using(highs), time_limit_s, seed);
+    for s in sums {
+        m = m.with(constraint!(s == 1.0));
+    }
+    let mut edges: Vec<_> = load.into_iter().collect();
+    edges.sort_by_key(|(e, _)| e.index());
+    for (e, [f, g, o, r]) in edges {
+        // Bytes per µs.
+        let c = topo.link(e).capacity_gbps() * 1e3;
+        m = m.with(constraint!(f.clone() <= c * w));
+        m = m.with(constraint!(g.clone() + r.clone() <= c * w));
+        m = m.with(constraint!(f + g + o + r <= c * w + c * slack));
+    }
+    let s = m
+        .solve()
+        .map_err(|e| format!("gap: the window LP failed: {e}"))?;
+    for (o, vx) in owners.iter_mut().zip(&xs) {
+        for (share, &x) in o.shares.iter_mut().zip(vx) {
+            *share = s.value(x).max(0.0);
+        }
+    }
+    Ok(Gap {
+        n,
+        owners,
+        temp_us: SOFTMAX_ALPHAS * alpha.max(1e-3),
+        orders: Default::default(),
+    })
+}
+
+impl Gap {
+    /// The LP's shares rounded to `chunks` chunks per shard (largest
+    /// remainder), every group in the start pattern.
+    pub fn start(&self, chunks: usize) -> Plan {
+        let counts = self
+            .owners
+            .iter()
+            .map(|o| {
+                let exact: Vec<f64> = o.shares.iter().map(|s| s * chunks as f64).collect();
+                let mut cnt: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
+                let mut rem: Vec<(f64, usize)> = exact
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| (x - cnt[i] as f64, i))
+                    .collect();
+                rem.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                let left = chunks.saturating_sub(cnt.iter().sum::<usize>());
+                for &(_, i) in rem.iter().cycle().take(left) {
+                    cnt[i] += 1;
+                }
+                cnt
+            })
+            .collect();
+        let patterns = self
+            .owners
+            .iter()
+            .map(|o| vec![START_PATTERN; o.vectors.len()])
+            .collect();
+        Plan {
+            chunks,
+            counts,
+            patterns,
+        }
+    }
+
+    /// The Algorithm of a plan.
+    pub fn algorithm(&self, plan: &Plan) -> Algorithm {
+        let (n, c) = (self.n, plan.chunks);
+        let mut transfers = Vec::new();
+        let mut used: FxHashMap<(usize, usize), BTreeSet<usize>> = FxHashMap::default();
+        // Smallest channel free on every given connection; marks it used.
+        let mut take = |conns: &[(usize, usize)]| -> usize {
+            let ch = (0..)
+                .find(|ch| {
+                    conns
+                        .iter()
+                        .all(|k| !used.get(k).is_some_and(|s| s.contains(ch)))
+                })
+                .expect("a free channel");
+            for &k in conns {
+                used.entry(k).or_default().insert(ch);
+            }
+            ch
+        };
+        for (d, o) in self.owners.iter().enumerate() {
+            let cnt = &plan.counts[d];
+            let used: Vec<usize> = (0..o.vectors.len()).filter(|&i| cnt[i] > 0).collect();
+            let order = self
+                .orders
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry((d, used))
+                .or_insert_with_key(|(_, used)| own_run_order(o, used))
+                .clone();
+            // Own step keys: widest own range first, so the narrower
+            // (nested) ranges follow its receive at the owner.
+            let mut own_len: Vec<(usize, usize)> = o
+                .nbrs
+                .iter()
+                .map(|&r| {
+                    let l: usize = order
+                        .iter()
+                        .filter(|&&i| !o.vectors[i].contains(&Via::Relay(r)))
+                        .map(|&i| cnt[i])
+                        .sum();
+                    (l, r)
+                })
+                .collect();
+            own_len.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let own_step: FxHashMap<usize, usize> = own_len
+                .iter()
+                .enumerate()
+                .map(|(i, &(_, r))| (r, i))
+                .collect();
+            let relay_step = o.nbrs.len() + 1;
+            // Own chunks per neighbour, cut into segments at every
+            // boundary of a wider neighbour's segment, so each segment's
+            // receive at the owner heads its chains or follows one op
+            // they share (lowering then keeps it one message).
+            let vec_of: Vec<usize> = order
+                .iter()
+                .flat_map(|&vi| std::iter::repeat_n(vi, cnt[vi]))
+                .collect();
+            let mut cuts = BTreeSet::new();
+            let mut seg_of: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+            for &(_, r) in &own_len {
+                let mut seg = 0;
+                let mut prev: Option<usize> = None;
+                for (x, &vi) in vec_of.iter().enumerate() {
+                    if o.vectors[vi].contains(&Via::Relay(r)) {
+                        continue;
+                    }
+                    match prev {
+                        None => {
+                            cuts.insert(x);
+                        }
+                        Some(p) if p + 1 != x || cuts.contains(&x) => {
+                            seg += 1;
+                            cuts.insert(x);
+                        }
+                        Some(_) => {}
+                    }
+                    seg_of.insert((r, x), seg);
+                    prev = Some(x);
+                }
+                if let Some(p) = prev {
+                    cuts.insert(p + 1);
+                }
+            }
+            let mut off = 0;
+            let mut own_ch: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+            for &vi in &order {
+                let v = &o.vectors[vi];
+                let mut route_ch: FxHashMap<usize, usize> = FxHashMap::default();
+                for p in pieces(cnt[vi], PATTERNS[plan.patterns[d][vi]]) {
+                    // Each piece: per relay, the send to the owner shares
+                    // a channel with its last child's receive, so lowering
+                    // fuses them (rrs); other children on channels of their
+                    // own.
+                    let mut ch: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+                    for &r in &o.nbrs {
+                        let kids: Vec<usize> = (0..o.far.len())
+                            .filter(|&j| v[j] == Via::Relay(r))
+                            .map(|j| o.far[j])
+                            .collect();
+                        if let Some(&last) = kids.iter().max() {
+                            let cc = take(&[(r, d), (last, r)]);
+                            ch.insert((r, d), cc);
+                            ch.insert((last, r), cc);
+                            for &f in kids.iter().filter(|&&f| f != last) {
+                                ch.insert((f, r), take(&[(f, r)]));
+                            }
+                        }
+                    }
+                    for x in 0..p {
+                        let chunk = d * c + off + x;
+                        for (j, &f) in o.far.iter().enumerate() {
+                            match v[j] {
+                                Via::Route => {
+                                    let cc = *route_ch.entry(f).or_insert_with(|| take(&[(f, d)]));
+                                    transfers.push(Transfer {
+                                        step: relay_step - 1,
+                                        chunk,
+                                        src: f,
+                                        dst: d,
+                                        channel: cc,
+                                    });
+                                }
+                                Via::Relay(r) => transfers.push(Transfer {
+                                    step: 0,
+                                    chunk,
+                                    src: f,
+                                    dst: r,
+                                    channel: ch[&(f, r)],
+                                }),
+                            }
+                        }
+                        for &r in &o.nbrs {
+                            if v.contains(&Via::Relay(r)) {
+                                transfers.push(Transfer {
+                                    step: relay_step,
+                                    chunk,
+                                    src: r,
+                                    dst: d,
+                                    channel: ch[&(r, d)],
+                                });
+                            } else {
+                                let seg = seg_of[&(r, off + x)];
+                                let cc = *own_ch.entry((r, seg)).or_insert_with(|| take(&[(r, d)]));
+                                transfers.push(Transfer {
+                                    step: own_step[&r],
+                                    chunk,
+                                    src: r,
+                                    dst: d,
+                                    channel: cc,
+                                });
+                            }
+                        }
+                    }
+                    off += p;
+                }
+            }
+        }
+        // Compact the channel numbers.
+        let mut ids: Vec<usize> = transfers.iter().map(|t| t.channel).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for t in &mut transfers {
+            t.channel = ids.binary_search(&t.channel).expect("a channel");
+        }
+        Algorithm {
+            name: "gap".into(),
+            spec: Spec::reduce_scatter(n, c),
+            transfers,
+        }
+    }
+
+    /// Whether a chunk may move between two vectors of shard `d` in one
+    /// step of the climb: they differ in at most [`MOVE_SPAN`] far ranks'
+    /// ways. (Any two: the same answer after about twice the scores; one:
+    /// too narrow to leave some plateaus.)
+    fn adjacent(&self, d: usize, a: usize, b: usize) -> bool {
+        let (va, vb) = (&self.owners[d].vectors[a], &self.owners[d].vectors[b]);
+        va.iter().zip(vb).filter(|(x, y)| x != y).count() <= MOVE_SPAN
+    }
+
+    /// Improve `plan` by local search: moves shift one chunk of a shard
+    /// between two vectors or change a group's piece pattern; first
+    /// improvements are kept, and when none is left, random kicks (a fixed
+    /// LCG from `seed`) restart the climb from a perturbed copy. `score`
+    /// gives a schedule's per-rank end times, or how far it is over the
+    /// runtime's limits (`Err(excess)`, ∞ when it cannot be lowered); the
+    /// objective is the ends' soft maximum, and any plan within the limits
+    /// beats every plan over them (the climb first sheds the excess). Stops after `evals`
+    /// scores or at `deadline`, with the best plan seen.
+    pub fn search(
+        &self,
+        plan: Plan,
+        evals: usize,
+        seed: u32,
+        deadline: Option<std::time::Instant>,
+        score: &(dyn Fn(&Algorithm) -> Result<Vec<f64>, f64> + Sync),
+    ) -> (Plan, SearchStats) {
+        let temp = self.temp_us;
+        let mut spent = 0usize;
+        let over = |spent: usize| {
+            spent >= evals || deadline.is_some_and(|t| std::time::Instant::now() >= t)
+        };
+        let eval = |p: &Plan| -> f64 {
+            match score(&self.algorithm(p)) {
+                Ok(ends) if !ends.is_empty() => {
+                    let m = ends.iter().copied().fold(f64::MIN, f64::max);
+                    m + temp
+                        * ends
+                            .iter()
+                            .map(|e| ((e - m) / temp).exp())
+                            .sum::<f64>()
+                            .ln()
+                }
+                Ok(_) => f64::INFINITY,
+                Err(excess) => OVER_LIMITS_US + excess,
+            }
+        };
+        // The LP's split with every group in each pattern: the climb starts
+        // from the best (the default pattern may exceed the SM count).
+        let starts: Vec<Plan> = (0..PATTERNS.len())
+            .map(|q| {
+                let mut p = plan.clone();
+                for row in &mut p.patterns {
+                    row.iter_mut().for_each(|x| *x = q);
+                }
+                p
+            })
+            .collect();
+        let times = crate::par::map(&starts, eval);
+        spent += starts.len();
+        let start_us = times[START_PATTERN];
+        let (mut best, mut cur) = (plan, f64::INFINITY);
+        for (p, t) in starts.into_iter().zip(times) {
+            if t < cur {
+                (best, cur) = (p, t);
+            }
+        }
+        let moves = self.moves();
+        // First-improvement climb over `moves` in order, SEARCH_BATCH
+        // moves scored at once (in parallel): the first that improves is
+        // taken and the scan resumes after it, so the path never depends
+        // on the number of cores.
+        let climb = |p: &mut Plan, mut cur: f64, spent: &mut usize| -> f64 {
+            loop {
+                let mut improved = false;
+                let mut i = 0;
+                while i < moves.len() {
+                    if over(*spent) {
+                        return cur;
+                    }
+                    let mut batch = Vec::with_capacity(SEARCH_BATCH);
+                    while i < moves.len() && batch.len() < SEARCH_BATCH {
+                        if let Some(q) = self.apply(p, moves[i]) {
+                            batch.push((i, q));
+                        }
+                        i += 1;
+                    }
+                    let times = crate::par::map(&batch, |(_, q)| eval(q));
+                    *spent += batch.len();
+                    if let Some(k) = times.iter().position(|&t| t < cur - 1e-9) {
+                        cur = times[k];
+                        *p = batch[k].1.clone();
+                        improved = true;
+                        i = batch[k].0 + 1;
+                    }
+                }
+                if !improved {
+                    return cur;
+                }
+            }
+        };
+        cur = climb(&mut best, cur, &mut spent);
+        let mut state = u64::from(seed) ^ 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = |m: usize| -> usize {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 33) as usize) % m.max(1)
+        };
+        // Iterated local search: kick the best plan (KICK_MOVES random
+        // multi-chunk shifts with random patterns) and climb again.
+        while !over(spent) {
+            let mut p = best.clone();
+            for _ in 0..KICK_MOVES {
+                let d = rnd(self.n);
+                let nv = self.owners[d].vectors.len();
+                let nonzero: Vec<usize> = (0..nv).filter(|&v| p.counts[d][v] > 0).collect();
+                if nonzero.is_empty() {
+                    continue;
+                }
+                let from = nonzero[rnd(nonzero.len())];
+                let to = rnd(nv);
+                let k = 1 + rnd(p.counts[d][from]);
+                p.counts[d][from] -= k;
+                p.counts[d][to] += k;
+                p.patterns[d][to] = rnd(PATTERNS.len());
+            }
+            let t0 = eval(&p);
+            spent += 1;
+            let t = climb(&mut p, t0, &mut spent);
+            if t < cur {
+                cur = t;
+                best = p;
+            }
+        }
+        (
+            best,
+            SearchStats {
+                evals: spent,
+                start_us,
+                best_us: cur,
+            },
+        )
+    }
+
+    /// Every move of the climb, in the order it tries them: one chunk of
+    /// a shard to an adjacent vector, then a group's other patterns.
+    fn moves(&self) -> Vec<Move> {
+        let mut out = Vec::new();
+        for (d, o) in self.owners.iter().enumerate() {
+            let nv = o.vectors.len();
+            for from in 0..nv {
+                for to in (0..nv).filter(|&to| to != from && self.adjacent(d, from, to)) {
+                    out.push(Move::Shift { d, from, to });
+                }
+            }
+        }
+        for (d, o) in self.owners.iter().enumerate() {
+            for v in 0..o.vectors.len() {
+                for q in 0..PATTERNS.len() {
+                    out.push(Move::Pattern { d, v, q });
+                }
+            }
+        }
+        out
+    }
+
+    /// `p` after `m`, or None when `m` does not apply to it (nothing to
+    /// shift, an unused group, the group's current pattern).
+    fn apply(&self, p: &Plan, m: Move) -> Option<Plan> {
+        let mut q = p.clone();
+        match m {
+            Move::Shift { d, from, to } => {
+                if p.counts[d][from] == 0 {
+                    return None;
+                }
+                q.counts[d][from] -= 1;
+                q.counts[d][to] += 1;
+            }
+            Move::Pattern { d, v, q: pat } => {
+                if p.counts[d][v] == 0 || p.patterns[d][v] == pat {
+                    return None;
+                }
+                q.patterns[d][v] = pat;
+            }
+        }
+        Some(q)
+    }
+}
+
+/// One step of the climb.
+#[derive(Debug, Clone, Copy)]
+enum Move {
+    /// One chunk of shard `d` from vector `from` to vector `to`.
+    Shift { d: usize, from: usize, to: usize },
+    /// Group `v` of shard `d` to pattern `q`.
+    Pattern { d: usize, v: usize, q: usize },
+}
+
+/// Group sizes of `k` chunks cut in the proportions of `pattern` (each
+/// piece at least one chunk; the last takes the remainder).
+fn pieces(k: usize, pattern: &[usize]) -> Vec<usize> {
+    let tot: usize = pattern.iter().sum();
+    let mut ps: Vec<usize> = pattern
+        .iter()
+        .map(|&p| p * k / tot)
+        .filter(|&p| p > 0)
+        .collect();
+    let s: usize = ps.iter().sum();
+    match ps.last_mut() {
+        Some(l) => *l += k - s,
+        None if k > 0 => ps.push(k),
+        None => {}
+    }
+    ps
+}
+
+/// The shard's used vectors in the order that leaves each neighbour's own
+/// chunks (those of vectors it does not relay) in the fewest runs: every
+/// permutation up to 6 used vectors, index order beyond.
+fn own_run_order(o: &Owner, used: &[usize]) -> Vec<usize> {
+    let runs = |ord: &[usize]| -> usize {
+        o.nbrs
+            .iter()
+            .map(|&r| {
+                let mut prev = false;
+                let mut runs = 0;
+                for &i in ord {
+                    let own = !o.vectors[i].contains(&Via::Relay(r));
+                    runs += usize::from(own && !prev);
+                    prev = own;
+                }
+                runs
+            })
+            .sum()
+    };
+    let used = used.to_vec();
+    if used.len() > 6 {
+        return used;
+    }
+    fn permute(k: usize, p: &mut Vec<usize>, f: &mut dyn FnMut(&[usize])) {
+        if k == p.len() {
+            f(p);
+            return;
+        }
+        for i in k..p.len() {
+            p.swap(k, i);
+            permute(k + 1, p, f);
+            p.swap(k, i);
+        }
+    }
+    let mut best = used.clone();
+    let mut best_runs = runs(&best);
+    let mut perm = used;
+    permute(0, &mut perm, &mut |ord| {
+        let r = runs(ord);
+        if r < best_runs {
+            best_runs = r;
+            best = ord.to_vec();
+        }
+    });
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::generate::{generate, GenParams};
+    use crate::lower::{lower, LowerOptions};
+    use crate::verify::{verify, VerifyOptions};
+
+    fn dgx1() -> Topology {
+        generate("dgx1-v100", &GenParams::default()).unwrap()
+    }
+
+    #[test]
+    fn offered_on_the_cube_mesh_only() {
+        assert!(offered(&dgx1()).is_ok());
+        let why = offered(
+            &generate(
+                "ring",
+                &GenParams {
+                    gpus: Some(8),
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        )
+        .unwrap_err();
+        assert!(why.contains("more than two"), "{why}");
+        let why = offered(
+            &generate(
+                "switch",
+                &GenParams {
+                    gpus: Some(8),
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            why.contains("more than two") || why.contains("every pair"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn pieces_cover_the_group() {
+        assert_eq!(pieces(6, &[1, 2, 3]), [1, 2, 3]);
+        assert_eq!(pieces(7, &[1, 2, 3]), [1, 2, 4]);
+        assert_eq!(pieces(2, &[1, 2, 3]), [2]);
+        assert_eq!(pieces(1, &[2, 3, 6]), [1]);
+        assert_eq!(pieces(0, &[1, 2]), Vec::<usize>::new());
+        for k in 0..30 {
+            for p in PATTERNS {
+                assert_eq!(pieces(k, p).iter().sum::<usize>(), k, "{k} {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lp_shares_are_a_distribution_and_every_plan_is_a_reduce_scatter() {
+        let topo = dgx1();
+        let g = solve(&topo, 30.0, 0).unwrap();
+        for o in &g.owners {
+            let s: f64 = o.shares.iter().sum();
+            assert!((s - 1.0).abs() < 1e-6, "{s}");
+            assert_eq!(o.far.len(), 3);
+            assert_eq!(o.nbrs.len(), 4);
+        }
+        for c in [1, 5, 24] {
+            let p = g.start(c);
+            assert!(p.counts.iter().all(|row| row.iter().sum::<usize>() == c));
+            let a = g.algorithm(&p);
+            a.check().expect("a valid reduce-scatter");
+            let prog = lower(&a, &LowerOptions::default()).expect("lowers");
+            verify(&prog, &VerifyOptions::default()).expect("verifies");
+        }
+    }
+
+    #[test]
+    fn search_is_deterministic_and_never_worse_than_its_start() {
+        let topo = dgx1();
+        let g = solve(&topo, 30.0, 0).unwrap();
+        let n = topo.num_ranks();
+        // A stand-in score: per-rank chunk-hops into each rank (cheap and
+        // deterministic), over the limits when a rank has > 60 channels.
+        let score = |a: &Algorithm| -> Result<Vec<f64>, f64> {
+            if a.num_channels() > 60 {
+                return Err((a.num_channels() - 60) as f64);
+            }
+            let mut ends = vec![0.0; n];
+            for t in &a.transfers {
+                ends[t.dst] += 1.0 + t.step as f64 * 0.01;
+            }
+            Ok(ends)
+        };
+        let run = || g.search(g.start(12), 60, 7, None, &score);
+        let (a, sa) = run();
+        let (b, sb) = run();
+        assert_eq!(a, b);
+        assert_eq!(sa.evals, 60);
+        assert_eq!(sb.best_us, sa.best_us);
+        assert!(sa.best_us <= sa.start_us);
+        assert!(a.counts.iter().all(|row| row.iter().sum::<usize>() == 12));
+    }
+}
