@@ -143,10 +143,11 @@ fn band_directory_files_cover_the_sizes_and_the_table_uses_them() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("write one file per band"), "{err}");
-    let bands: Vec<(i64, Option<i64>)> = band_files(&dir)
-        .into_iter()
-        .map(|(min, max, _)| (min, max))
-        .collect();
+    let files = band_files(&dir);
+    // The two-wave gap schedule serves DGX-1's smallest sizes.
+    assert!(files[0].2.contains("rs-gap-"), "{files:?}");
+    let bands: Vec<(i64, Option<i64>)> =
+        files.into_iter().map(|(min, max, _)| (min, max)).collect();
     assert!(
         bands.len() >= 2,
         "DGX-1 has a small-size and a large-size band: {bands:?}"
@@ -262,4 +263,62 @@ fn same_input_and_seed_give_the_same_schedule() {
     let bad = run("2147483648");
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--seed"));
+}
+
+/// `--algo gap` where it is not offered is a request error naming the
+/// file and the reason; where it is, the same `--evals` and `--seed` give
+/// the same file byte for byte, and `--evals 0` is refused.
+#[test]
+fn gap_refuses_with_a_reason_and_its_search_is_deterministic() {
+    let synth = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+            .arg("synth")
+            .args(args)
+            .output()
+            .expect("runs")
+    };
+    let out = synth(&[
+        "--topo",
+        "topologies/ring8.json",
+        "--algo",
+        "gap",
+        "-o",
+        "/dev/null",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("topologies/ring8.json") && err.contains("more than two GPU-to-GPU links"),
+        "{err}"
+    );
+    let out = synth(&[
+        "--topo",
+        "topologies/dgx1-v100.json",
+        "--algo",
+        "gap",
+        "--evals",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let run = |seed: &str| {
+        let out = synth(&[
+            "--topo",
+            "topologies/dgx1-v100.json",
+            "--algo",
+            "gap",
+            "--evals",
+            "40",
+            "--seed",
+            seed,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let a = run("5");
+    assert!(String::from_utf8_lossy(&a).contains("<algo "));
+    assert_eq!(a, run("5"));
 }

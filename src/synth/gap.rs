@@ -143,6 +143,11 @@ fn shape(topo: &Topology) -> Result<Shape, String> {
     for d in 0..n {
         let nbrs: Vec<usize> = (0..n).filter(|&u| u != d && is_hop(u, d)).collect();
         let far: Vec<usize> = (0..n).filter(|&u| u != d && !is_hop(u, d)).collect();
+        if nbrs.is_empty() {
+            return Err(format!(
+                "rank {d} has no GPU-to-GPU link (GPUs joined through switches, NICs or PCIe: there every rank is one route from every other, and direct covers it)"
+            ));
+        }
         for &f in &far {
             if !nbrs.iter().any(|&r| is_hop(f, r)) {
                 return Err(format!(
@@ -792,10 +797,13 @@ mod tests {
             .unwrap(),
         )
         .unwrap_err();
-        assert!(
-            why.contains("more than two") || why.contains("every pair"),
-            "{why}"
-        );
+        assert!(why.contains("no GPU-to-GPU link"), "{why}");
+        let mesh = GenParams {
+            gpus: Some(8),
+            ..Default::default()
+        };
+        let why = offered(&generate("fully-connected", &mesh).unwrap()).unwrap_err();
+        assert!(why.contains("every pair"), "{why}");
     }
 
     #[test]
