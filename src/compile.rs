@@ -114,7 +114,8 @@ pub fn compile_one(
 /// The gap schedule (`synth::gap`): the window LP's rounding, improved by
 /// the local search with each plan lowered and simulated at
 /// [`gap::GAP_SIZE`](synth::gap::GAP_SIZE) (plans over the GPU's SM count
-/// score ∞), within `opts.synth.evals` simulations or the time limit.
+/// score ∞), within `opts.synth.evals` schedules (default: the budget of
+/// [`gap::GAP_EVALS`](synth::gap::GAP_EVALS)) or the time limit.
 /// The best plan is emitted if it passes the verifier, else the start.
 fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, CompileError> {
     use synth::gap;
@@ -131,8 +132,11 @@ fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
         ..Default::default()
     };
     let n = topo.num_ranks();
+    // Program steps lowered so far: the default budget's measure of work.
+    let work = std::sync::atomic::AtomicUsize::new(0);
     let score = |a: &Algorithm| -> Result<Vec<f64>, f64> {
         let p = lower::lower(a, &lopts).map_err(|_| f64::INFINITY)?;
+        work.fetch_add(p.num_steps(), std::sync::atomic::Ordering::Relaxed);
         if let Some(m) = sms.filter(|&m| p.max_tbs_per_rank() > m) {
             return Err((p.max_tbs_per_rank() - m) as f64);
         }
@@ -144,7 +148,17 @@ fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
         Ok(ends)
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(o.time_limit_s);
-    let (best, _) = g.search(start.clone(), o.evals, o.seed, Some(deadline), &score);
+    let stop = |spent: usize| {
+        let spent_all = match o.evals {
+            Some(e) => spent >= e,
+            None => {
+                spent >= gap::GAP_EVALS
+                    || work.load(std::sync::atomic::Ordering::Relaxed) >= gap::GAP_WORK
+            }
+        };
+        spent_all || std::time::Instant::now() >= deadline
+    };
+    let (best, _) = g.search(start.clone(), o.seed, &stop, &score);
     let algs = if best == start {
         vec![g.algorithm(&start)]
     } else {

@@ -38,8 +38,14 @@ pub const GAP_CHUNKS: usize = 24;
 /// Message size the LP and the search optimise for: the top of the
 /// small-message range.
 pub const GAP_SIZE: u64 = 64 << 10;
-/// Schedules the search simulates by default (about 1 s on one core).
+/// The search's default budget: at most GAP_EVALS schedules, and at most
+/// GAP_WORK program steps lowered (a schedule's lowering and simulation
+/// cost about its steps, so the budget is about the same time on every
+/// topology: 0.65 s on two cores for DGX-1's 1000 schedules of about 450
+/// steps, where the MI250 dumps' larger programs stop after about 500).
 pub const GAP_EVALS: usize = 1000;
+/// See [`GAP_EVALS`].
+pub const GAP_WORK: usize = 450_000;
 /// Most ranks offered (the LP has one variable per shard and vector).
 pub const GAP_MAX_RANKS: usize = 16;
 /// Most relay vectors per shard.
@@ -513,21 +519,19 @@ impl Gap {
     /// gives a schedule's per-rank end times, or how far it is over the
     /// runtime's limits (`Err(excess)`, ∞ when it cannot be lowered); the
     /// objective is the ends' soft maximum, and any plan within the limits
-    /// beats every plan over them (the climb first sheds the excess). Stops after `evals`
-    /// scores or at `deadline`, with the best plan seen.
+    /// beats every plan over them (the climb first sheds the excess).
+    /// Between batches of scores it asks `stop` (given the scores so far)
+    /// whether the budget is spent, and then returns the best plan seen.
     pub fn search(
         &self,
         plan: Plan,
-        evals: usize,
         seed: u32,
-        deadline: Option<std::time::Instant>,
+        stop: &(dyn Fn(usize) -> bool + Sync),
         score: &(dyn Fn(&Algorithm) -> Result<Vec<f64>, f64> + Sync),
     ) -> (Plan, SearchStats) {
         let temp = self.temp_us;
         let mut spent = 0usize;
-        let over = |spent: usize| {
-            spent >= evals || deadline.is_some_and(|t| std::time::Instant::now() >= t)
-        };
+        let over = |spent: usize| stop(spent);
         let eval = |p: &Plan| -> f64 {
             match score(&self.algorithm(p)) {
                 Ok(ends) if !ends.is_empty() => {
@@ -857,7 +861,7 @@ mod tests {
             }
             Ok(ends)
         };
-        let run = || g.search(g.start(12), 60, 7, None, &score);
+        let run = || g.search(g.start(12), 7, &|spent| spent >= 60, &score);
         let (a, sa) = run();
         let (b, sb) = run();
         assert_eq!(a, b);

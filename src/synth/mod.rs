@@ -91,8 +91,9 @@ pub struct SynthOptions {
     /// seed of the gap search's kicks (0 … 2³¹ − 1).
     pub seed: u32,
     /// Schedules the gap search may simulate (its budget: the same count
-    /// gives the same schedule on any machine).
-    pub evals: usize,
+    /// gives the same schedule on any machine); None: scaled to the start
+    /// schedule's size (`gap::default_evals`).
+    pub evals: Option<usize>,
 }
 
 impl Default for SynthOptions {
@@ -101,7 +102,7 @@ impl Default for SynthOptions {
             chunks: None,
             time_limit_s: 30.0,
             seed: 0,
-            evals: gap::GAP_EVALS,
+            evals: None,
         }
     }
 }
