@@ -127,11 +127,7 @@ fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
     let start = g.start(o.chunks.unwrap_or(gap::GAP_CHUNKS));
     let lopts = LowerOptions::default();
     let sms = topo.min_sms().map(|s| s as usize);
-    let simopts = SimOptions {
-        trace: true,
-        ..Default::default()
-    };
-    let n = topo.num_ranks();
+    let simopts = SimOptions::default();
     // Program steps lowered so far: the default budget's measure of work.
     let work = std::sync::atomic::AtomicUsize::new(0);
     let score = |a: &Algorithm| -> Result<Vec<f64>, f64> {
@@ -141,11 +137,7 @@ fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
             return Err((p.max_tbs_per_rank() - m) as f64);
         }
         let r = sim::simulate(&p, topo, gap::GAP_SIZE, &simopts).map_err(|_| f64::INFINITY)?;
-        let mut ends = vec![0.0f64; n];
-        for s in &r.trace.ok_or(f64::INFINITY)?.spans {
-            ends[s.rank] = ends[s.rank].max(s.end_us);
-        }
-        Ok(ends)
+        Ok(r.rank_end_us)
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(o.time_limit_s);
     let stop = |spent: usize| {

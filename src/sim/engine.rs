@@ -193,6 +193,8 @@ struct Engine<'a> {
     seq: u64,
     now: f64,
     end: f64,
+    /// Per rank: when its last step completed, µs.
+    rank_end: Vec<f64>,
     work: Vec<usize>,
     chunk: f64,
     tile: f64,
@@ -453,6 +455,7 @@ pub fn simulate(
         seq: 0,
         now: 0.0,
         end: 0.0,
+        rank_end: vec![0.0; n],
         work: (0..ntb).rev().collect(),
         chunk,
         tile,
@@ -473,6 +476,7 @@ pub fn simulate(
     eng.run()?;
     Ok(SimResult {
         time_us: eng.end,
+        rank_end_us: eng.rank_end,
         chunk_bytes: eng.chunk,
         tiles: eng.tiles,
         steps_executed: eng.steps_executed,
@@ -683,6 +687,7 @@ impl Engine<'_> {
         self.steps_executed += 1;
         let t = &mut self.tbs[tb];
         t.running = false;
+        self.rank_end[t.rank] = self.rank_end[t.rank].max(now);
         if let Some(tr) = self.trace.as_mut() {
             let n = t.steps.len() as u64;
             tr.spans.push(TbSpan {

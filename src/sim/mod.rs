@@ -92,6 +92,9 @@ pub struct Trace {
 pub struct SimResult {
     /// Predicted completion time, µs.
     pub time_us: f64,
+    /// Per rank: when its last step completes, µs (the largest is
+    /// `time_us`).
+    pub rank_end_us: Vec<f64>,
     /// Bytes per chunk (S / nchunksperloop).
     pub chunk_bytes: f64,
     /// Tiles per chunk replayed.
