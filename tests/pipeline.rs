@@ -270,47 +270,24 @@ fn same_input_and_seed_give_the_same_schedule() {
 /// the same file byte for byte, and `--evals 0` is refused.
 #[test]
 fn gap_refuses_with_a_reason_and_its_search_is_deterministic() {
-    let synth = |args: &[&str]| {
+    let gap = |topo: &str, extra: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
-            .arg("synth")
-            .args(args)
+            .args(["synth", "--topo", topo, "--algo", "gap"])
+            .args(extra)
             .output()
             .expect("runs")
     };
-    let out = synth(&[
-        "--topo",
-        "topologies/ring8.json",
-        "--algo",
-        "gap",
-        "-o",
-        "/dev/null",
-    ]);
+    let out = gap("topologies/ring8.json", &["-o", "/dev/null"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("topologies/ring8.json") && err.contains("more than two GPU-to-GPU links"),
         "{err}"
     );
-    let out = synth(&[
-        "--topo",
-        "topologies/dgx1-v100.json",
-        "--algo",
-        "gap",
-        "--evals",
-        "0",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
+    let dgx1 = "topologies/dgx1-v100.json";
+    assert_eq!(gap(dgx1, &["--evals", "0"]).status.code(), Some(2));
     let run = |seed: &str| {
-        let out = synth(&[
-            "--topo",
-            "topologies/dgx1-v100.json",
-            "--algo",
-            "gap",
-            "--evals",
-            "40",
-            "--seed",
-            seed,
-        ]);
+        let out = gap(dgx1, &["--evals", "40", "--seed", seed]);
         assert!(
             out.status.success(),
             "{}",
