@@ -139,6 +139,7 @@ fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
         let r = sim::simulate(&p, topo, gap::GAP_SIZE, &simopts).map_err(|_| f64::INFINITY)?;
         Ok(r.rank_end_us)
     };
+    // check_request bounds the limit, so the deadline cannot overflow.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(o.time_limit_s);
     let stop = |spent: usize| {
         let spent_all = match o.evals {

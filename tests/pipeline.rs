@@ -286,6 +286,10 @@ fn gap_refuses_with_a_reason_and_its_search_is_deterministic() {
     );
     let dgx1 = "topologies/dgx1-v100.json";
     assert_eq!(gap(dgx1, &["--evals", "0"]).status.code(), Some(2));
+    // A time limit too large for a deadline is refused, not a panic.
+    let out = gap(dgx1, &["--time-limit", "1e20"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--time-limit"));
     let run = |seed: &str| {
         let out = gap(dgx1, &["--evals", "40", "--seed", seed]);
         assert!(

@@ -192,10 +192,14 @@ fn shape(topo: &Topology) -> Result<Shape, String> {
 pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, String> {
     let (hops, per_owner) = shape(topo)?;
     let n = topo.num_ranks();
+    // Every route once (the LP below asks for each many times).
+    let routes = topo.all_routes();
+    let route = |u: usize, v: usize| routes[u][v].as_ref().ok_or(format!("no route {u} → {v}"));
     let edge_of = |u: usize, v: usize| -> Result<EdgeIndex, String> {
-        topo.route(u, v)
-            .and_then(|r| (r.links.len() == 1).then(|| r.links[0]))
-            .ok_or_else(|| format!("no link {u} → {v}"))
+        route(u, v).and_then(|r| match r.links[..] {
+            [e] => Ok(e),
+            _ => Err(format!("no link {u} → {v}")),
+        })
     };
     let is_hop = |u: usize, v: usize| hops[u].iter().any(|&(x, _)| x == v);
     let shard = GAP_SIZE as f64 / n as f64;
@@ -240,10 +244,7 @@ pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, Strin
                 match *via {
                     Via::Relay(r) => add(edge_of(far[j], r)?, 0, x * shard),
                     Via::Route => {
-                        let route = topo
-                            .route(far[j], d)
-                            .ok_or_else(|| format!("no route {} → {d}", far[j]))?;
-                        for e in route.links {
+                        for &e in &route(far[j], d)?.links {
                             add(e, 3, x * shard);
                         }
                     }

@@ -91,8 +91,8 @@ pub struct SynthOptions {
     /// seed of the gap search's kicks (0 … 2³¹ − 1).
     pub seed: u32,
     /// Schedules the gap search may simulate (its budget: the same count
-    /// gives the same schedule on any machine); None: scaled to the start
-    /// schedule's size (`gap::default_evals`).
+    /// gives the same schedule on any machine); None: the default budget
+    /// (`gap::GAP_EVALS` schedules or `gap::GAP_WORK` program steps).
     pub evals: Option<usize>,
 }
 
@@ -117,6 +117,10 @@ pub(crate) fn highs_options(
     p.set_time_limit(time_limit_s)
         .set_option("random_seed", seed.min(i32::MAX as u32) as i32)
 }
+
+/// Largest `--time-limit` in seconds (about 31 years): larger ones would
+/// overflow the deadlines the searches compute.
+pub const MAX_TIME_LIMIT_S: f64 = 1e9;
 
 /// Most chunks in the full buffer (int16 offsets).
 pub const MAX_CHUNKS_PER_LOOP: usize = 32767;
@@ -176,9 +180,9 @@ pub fn check_request(topo: &Topology, o: &SynthOptions) -> Result<(), SynthError
             )));
         }
     }
-    if !(o.time_limit_s > 0.0 && o.time_limit_s.is_finite()) {
+    if !(o.time_limit_s > 0.0 && o.time_limit_s <= MAX_TIME_LIMIT_S) {
         return Err(SynthError(format!(
-            "--time-limit must be a positive number of seconds, got {}",
+            "--time-limit must be a positive number of seconds up to {MAX_TIME_LIMIT_S:e}, got {}",
             o.time_limit_s
         )));
     }
