@@ -51,7 +51,8 @@ pub struct SynthArgs {
     /// With `-o DIR/` one file per size band is written.
     #[arg(long)]
     pub sizes: Option<String>,
-    /// Seconds any solver may take (best-so-far after that).
+    /// Seconds any solver or search may take (best-so-far after that; at
+    /// most 1e9).
     #[arg(long, default_value_t = 30.0)]
     pub time_limit: f64,
     /// Seed of the LP solver (HiGHS `random_seed`) in the mixture, flow and
