@@ -104,7 +104,7 @@ pub fn compile_one(
     opts: &CompileOptions,
 ) -> Result<Compiled, CompileError> {
     if algo == Algo::Gap {
-        return compile_gap(topo, opts);
+        return compile_gap(topo, opts).map(|(c, _)| c);
     }
     let cands =
         synth::candidates(topo, algo, &opts.synth).map_err(|e| CompileError::Request(e.0))?;
@@ -117,7 +117,12 @@ pub fn compile_one(
 /// score ∞), within `opts.synth.evals` schedules (default: the budget of
 /// [`gap::GAP_EVALS`](synth::gap::GAP_EVALS)) or the time limit.
 /// The best plan is emitted if it passes the verifier, else the start.
-fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, CompileError> {
+/// Also the search's start (the best of the LP's roundings) when it
+/// differs, for `auto` to score at large sizes.
+fn compile_gap(
+    topo: &Topology,
+    opts: &CompileOptions,
+) -> Result<(Compiled, Option<Compiled>), CompileError> {
     use synth::gap;
     let req = |e: String| CompileError::Request(e);
     synth::check_request(topo, &opts.synth).map_err(|e| req(e.0))?;
@@ -151,17 +156,24 @@ fn compile_gap(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, Compi
         };
         spent_all || std::time::Instant::now() >= deadline
     };
-    let (best, _) = g.search(start.clone(), o.seed, &stop, &score);
-    let algs = if best == start {
-        vec![g.algorithm(&start)]
-    } else {
-        vec![g.algorithm(&best), g.algorithm(&start)]
+    let (best, stats) = g.search(start.clone(), o.seed, &stop, &score);
+    let one = |plans: Vec<&gap::Plan>| {
+        let cands = plans
+            .into_iter()
+            .map(|p| {
+                let a = g.algorithm(p);
+                Box::new(move || a) as synth::Candidate
+            })
+            .collect();
+        first_fit(topo, Algo::Gap, cands, opts, true)
     };
-    let cands = algs
-        .into_iter()
-        .map(|a| Box::new(move || a) as synth::Candidate)
-        .collect();
-    first_fit(topo, Algo::Gap, cands, opts, true)
+    let searched = one(vec![&best, &stats.start, &start])?;
+    let origin = if stats.start == best {
+        None
+    } else {
+        one(vec![&stats.start]).ok()
+    };
+    Ok((searched, origin))
 }
 
 /// The algorithm's small-message candidate (`synth::small_candidates`), if
@@ -380,10 +392,26 @@ pub fn auto(
             continue;
         }
         let mut found = Vec::new();
-        match compile_one(topo, a, opts) {
-            Ok(c) => found.push(c),
-            Err(CompileError::Request(m)) if a != Algo::Ring => skipped.push(m),
-            Err(e) => return Err(e),
+        if a == Algo::Gap {
+            // Gap gives two: the searched plan, and its start (the LP's
+            // rounding), whose even link loads serve large messages (the
+            // search scores 64 KiB only and may trade them away: MI100
+            // 8P6L is at 100 % of the cut bound at 1 MiB with the start,
+            // 81 % with the searched plan).
+            match compile_gap(topo, opts) {
+                Ok((c, start)) => {
+                    found.push(c);
+                    found.extend(start);
+                }
+                Err(CompileError::Request(m)) => skipped.push(m),
+                Err(e) => return Err(e),
+            }
+        } else {
+            match compile_one(topo, a, opts) {
+                Ok(c) => found.push(c),
+                Err(CompileError::Request(m)) if a != Algo::Ring => skipped.push(m),
+                Err(e) => return Err(e),
+            }
         }
         match compile_small(topo, a, opts) {
             Ok(c) => found.extend(c),

@@ -50,6 +50,8 @@ pub const GAP_WORK: usize = 450_000;
 pub const GAP_MAX_RANKS: usize = 16;
 /// Most relay vectors per shard.
 const MAX_VECTORS: usize = 512;
+/// Most partial assignments the symmetry search tries ([`automorphisms`]).
+const MAX_SYMMETRY_NODES: usize = 200_000;
 /// Extra time, in units of a hop's α, a link may stay busy past the
 /// second wave's window (the LP's slack: own bytes may trail).
 const SLACK_ALPHAS: f64 = 0.4;
@@ -110,6 +112,10 @@ pub struct Gap {
     /// [`own_run_order`] per (shard, used vectors): the search asks for
     /// the same few sets thousands of times.
     orders: std::sync::Mutex<RunOrders>,
+    /// Per shard, the shard it is tied to by a symmetry of the topology
+    /// (its orbit's first) and where that shard's vectors map to in its
+    /// own; None for an orbit's first.
+    ties: Vec<Option<(usize, Vec<usize>)>>,
 }
 
 /// Chunks per vector and a piece pattern per vector, for every shard.
@@ -124,6 +130,9 @@ pub struct Plan {
 #[derive(Debug, Clone)]
 pub struct SearchStats {
     pub evals: usize,
+    /// The climb's origin: the best of the LP's roundings (as is and
+    /// tied, in every pattern), before any move.
+    pub start: Plan,
     /// Soft-max score of the start and of the answer, µs (≥ 1e12: over
     /// the runtime's limits).
     pub start_us: f64,
@@ -289,12 +298,104 @@ pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, Strin
             *share = s.value(x).max(0.0);
         }
     }
+    let key = |u: usize, v: usize| -> Option<(u64, u64)> {
+        let l = topo.link(edge_of(u, v).ok()?);
+        Some((l.capacity_gbps().to_bits(), l.alpha_us.to_bits()))
+    };
+    let ties = ties(&owners, &automorphisms(n, &key));
     Ok(Gap {
         n,
         owners,
         temp_us: SOFTMAX_ALPHAS * alpha.max(1e-3),
         orders: Default::default(),
+        ties,
     })
+}
+
+/// Rank permutations σ that keep every GPU-to-GPU link: `key(u, v)` (the
+/// link's capacity and α, None without one) equals `key(σu, σv)`.
+/// Backtracking over ranks in order; stops after [`MAX_SYMMETRY_NODES`]
+/// partial assignments (then the symmetries found so far).
+fn automorphisms(n: usize, key: &dyn Fn(usize, usize) -> Option<(u64, u64)>) -> Vec<Vec<usize>> {
+    fn extend(
+        sigma: &mut Vec<usize>,
+        free: &mut [bool],
+        key: &dyn Fn(usize, usize) -> Option<(u64, u64)>,
+        nodes: &mut usize,
+        out: &mut Vec<Vec<usize>>,
+    ) {
+        let i = sigma.len();
+        if i == free.len() {
+            out.push(sigma.clone());
+            return;
+        }
+        for t in 0..free.len() {
+            if !free[t] || *nodes >= MAX_SYMMETRY_NODES {
+                continue;
+            }
+            *nodes += 1;
+            let fits =
+                (0..i).all(|j| key(i, j) == key(t, sigma[j]) && key(j, i) == key(sigma[j], t));
+            if fits {
+                free[t] = false;
+                sigma.push(t);
+                extend(sigma, free, key, nodes, out);
+                sigma.pop();
+                free[t] = true;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    extend(&mut Vec::new(), &mut vec![true; n], key, &mut 0, &mut out);
+    out
+}
+
+/// Each shard's tie to the first shard of its orbit under `auts`: a σ
+/// with σ(first) = shard, and where σ takes each of the first's vectors
+/// (far ranks and relays mapped by σ, a route stays a route).
+fn ties(owners: &[Owner], auts: &[Vec<usize>]) -> Vec<Option<(usize, Vec<usize>)>> {
+    let n = owners.len();
+    let mut out: Vec<Option<(usize, Vec<usize>)>> = vec![None; n];
+    let mut placed = vec![false; n];
+    for first in 0..n {
+        if placed[first] {
+            continue;
+        }
+        placed[first] = true;
+        for sigma in auts {
+            let d = sigma[first];
+            if placed[d] {
+                continue;
+            }
+            let (of, od) = (&owners[first], &owners[d]);
+            let index: FxHashMap<&[Via], usize> = od
+                .vectors
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (&v[..], i))
+                .collect();
+            let map: Option<Vec<usize>> = of
+                .vectors
+                .iter()
+                .map(|v| {
+                    let mut w = vec![Via::Route; od.far.len()];
+                    for (j, via) in v.iter().enumerate() {
+                        let k = od.far.iter().position(|&f| f == sigma[of.far[j]])?;
+                        w[k] = match *via {
+                            Via::Relay(r) => Via::Relay(sigma[r]),
+                            Via::Route => Via::Route,
+                        };
+                    }
+                    index.get(&w[..]).copied()
+                })
+                .collect();
+            if let Some(map) = map {
+                placed[d] = true;
+                out[d] = Some((first, map));
+            }
+        }
+    }
+    out
 }
 
 impl Gap {
@@ -304,22 +405,33 @@ impl Gap {
         let counts = self
             .owners
             .iter()
-            .map(|o| {
-                let exact: Vec<f64> = o.shares.iter().map(|s| s * chunks as f64).collect();
-                let mut cnt: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
-                let mut rem: Vec<(f64, usize)> = exact
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| (x - cnt[i] as f64, i))
-                    .collect();
-                rem.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                let left = chunks.saturating_sub(cnt.iter().sum::<usize>());
-                for &(_, i) in rem.iter().cycle().take(left) {
-                    cnt[i] += 1;
-                }
-                cnt
-            })
+            .map(|o| round(&o.shares, chunks))
             .collect();
+        self.with_start_pattern(chunks, counts)
+    }
+
+    /// Like [`Gap::start`], but tied: each orbit's first shard rounded
+    /// as there, and its counts mapped to every shard tied to it, so the
+    /// plan is as symmetric as the topology.
+    pub fn tied_start(&self, chunks: usize) -> Plan {
+        let mut counts: Vec<Vec<usize>> = self
+            .owners
+            .iter()
+            .map(|o| round(&o.shares, chunks))
+            .collect();
+        for (d, t) in self.ties.iter().enumerate() {
+            if let Some((f, map)) = t {
+                let mut row = vec![0; map.len()];
+                for (v, &w) in map.iter().enumerate() {
+                    row[w] = counts[*f][v];
+                }
+                counts[d] = row;
+            }
+        }
+        self.with_start_pattern(chunks, counts)
+    }
+
+    fn with_start_pattern(&self, chunks: usize, counts: Vec<Vec<usize>>) -> Plan {
         let patterns = self
             .owners
             .iter()
@@ -405,6 +517,7 @@ impl Gap {
                         }
                         Some(p) if p + 1 != x || cuts.contains(&x) => {
                             seg += 1;
+                            cuts.insert(p + 1);
                             cuts.insert(x);
                         }
                         Some(_) => {}
@@ -548,27 +661,39 @@ impl Gap {
                 Err(excess) => OVER_LIMITS_US + excess,
             }
         };
-        // The LP's split with every group in each pattern: the climb starts
-        // from the best (the default pattern may exceed the SM count).
-        let starts: Vec<Plan> = (0..PATTERNS.len())
-            .map(|q| {
-                let mut p = plan.clone();
-                for row in &mut p.patterns {
-                    row.iter_mut().for_each(|x| *x = q);
-                }
-                p
+        // With symmetries, the climb and the kicks move whole orbits (a
+        // tied move changes every shard of one orbit alike): far fewer
+        // moves, each of which moves every rank of the orbit's end.
+        let tied = self.ties.iter().any(Option::is_some);
+        // The LP's split (and, with symmetries, its tied copy) with every
+        // group in each pattern: the climb starts from the best (the
+        // default pattern may exceed the SM count).
+        let mut bases = vec![plan.clone()];
+        if tied {
+            bases.push(self.tied_start(plan.chunks));
+        }
+        let starts: Vec<Plan> = bases
+            .iter()
+            .flat_map(|base| {
+                (0..PATTERNS.len()).map(move |q| {
+                    let mut p = base.clone();
+                    for row in &mut p.patterns {
+                        row.iter_mut().for_each(|x| *x = q);
+                    }
+                    p
+                })
             })
             .collect();
         let times = crate::par::map(&starts, eval);
         spent += starts.len();
-        let start_us = times[START_PATTERN];
         let (mut best, mut cur) = (plan, f64::INFINITY);
         for (p, t) in starts.into_iter().zip(times) {
             if t < cur {
                 (best, cur) = (p, t);
             }
         }
-        let moves = self.moves();
+        let (start, start_us) = (best.clone(), cur);
+        let moves = self.moves(tied);
         // First-improvement climb over `moves` in order, SEARCH_BATCH
         // moves scored at once (in parallel): the first that improves is
         // taken and the scan resumes after it, so the path never depends
@@ -610,12 +735,17 @@ impl Gap {
                 .wrapping_add(1442695040888963407);
             ((state >> 33) as usize) % m.max(1)
         };
+        // Shards a kick picks from: each orbit's first when tied.
+        let kicked: Vec<usize> = (0..self.n)
+            .filter(|&d| !tied || self.ties[d].is_none())
+            .collect();
         // Iterated local search: kick the best plan (KICK_MOVES random
-        // multi-chunk shifts with random patterns) and climb again.
+        // multi-chunk shifts with random patterns, tied like the moves)
+        // and climb again.
         while !over(spent) {
             let mut p = best.clone();
             for _ in 0..KICK_MOVES {
-                let d = rnd(self.n);
+                let d = kicked[rnd(kicked.len())];
                 let nv = self.owners[d].vectors.len();
                 let nonzero: Vec<usize> = (0..nv).filter(|&v| p.counts[d][v] > 0).collect();
                 if nonzero.is_empty() {
@@ -624,9 +754,16 @@ impl Gap {
                 let from = nonzero[rnd(nonzero.len())];
                 let to = rnd(nv);
                 let k = 1 + rnd(p.counts[d][from]);
-                p.counts[d][from] -= k;
-                p.counts[d][to] += k;
-                p.patterns[d][to] = rnd(PATTERNS.len());
+                let kinds =
+                    std::iter::repeat_n(Kind::Shift { from, to }, k).chain([Kind::Pattern {
+                        v: to,
+                        q: rnd(PATTERNS.len()),
+                    }]);
+                for kind in kinds {
+                    if let Some(q) = self.apply(&p, Move { d, tied, kind }) {
+                        p = q;
+                    }
+                }
             }
             let t0 = eval(&p);
             spent += 1;
@@ -640,6 +777,7 @@ impl Gap {
             best,
             SearchStats {
                 evals: spent,
+                start,
                 start_us,
                 best_us: cur,
             },
@@ -647,21 +785,37 @@ impl Gap {
     }
 
     /// Every move of the climb, in the order it tries them: one chunk of
-    /// a shard to an adjacent vector, then a group's other patterns.
-    fn moves(&self) -> Vec<Move> {
+    /// a shard to an adjacent vector, then a group's other patterns. With
+    /// `tied`, only the moves of each orbit's first shard, each applied
+    /// to every shard tied to it as well.
+    fn moves(&self, tied: bool) -> Vec<Move> {
         let mut out = Vec::new();
-        for (d, o) in self.owners.iter().enumerate() {
+        let shards = || {
+            self.owners
+                .iter()
+                .enumerate()
+                .filter(move |(d, _)| !tied || self.ties[*d].is_none())
+        };
+        for (d, o) in shards() {
             let nv = o.vectors.len();
             for from in 0..nv {
                 for to in (0..nv).filter(|&to| to != from && self.adjacent(d, from, to)) {
-                    out.push(Move::Shift { d, from, to });
+                    out.push(Move {
+                        d,
+                        tied,
+                        kind: Kind::Shift { from, to },
+                    });
                 }
             }
         }
-        for (d, o) in self.owners.iter().enumerate() {
+        for (d, o) in shards() {
             for v in 0..o.vectors.len() {
                 for q in 0..PATTERNS.len() {
-                    out.push(Move::Pattern { d, v, q });
+                    out.push(Move {
+                        d,
+                        tied,
+                        kind: Kind::Pattern { v, q },
+                    });
                 }
             }
         }
@@ -669,35 +823,86 @@ impl Gap {
     }
 
     /// `p` after `m`, or None when `m` does not apply to it (nothing to
-    /// shift, an unused group, the group's current pattern).
+    /// shift, an unused group, the group's current pattern). A tied move
+    /// also applies, mapped, to every shard tied to `m.d` where it can.
     fn apply(&self, p: &Plan, m: Move) -> Option<Plan> {
         let mut q = p.clone();
-        match m {
-            Move::Shift { d, from, to } => {
-                if p.counts[d][from] == 0 {
-                    return None;
+        if !apply_one(&mut q, m.d, m.kind) {
+            return None;
+        }
+        if m.tied {
+            for (e, t) in self.ties.iter().enumerate() {
+                if let Some((_, map)) = t.as_ref().filter(|(f, _)| *f == m.d) {
+                    let kind = match m.kind {
+                        Kind::Shift { from, to } => Kind::Shift {
+                            from: map[from],
+                            to: map[to],
+                        },
+                        Kind::Pattern { v, q } => Kind::Pattern { v: map[v], q },
+                    };
+                    apply_one(&mut q, e, kind);
                 }
-                q.counts[d][from] -= 1;
-                q.counts[d][to] += 1;
-            }
-            Move::Pattern { d, v, q: pat } => {
-                if p.counts[d][v] == 0 || p.patterns[d][v] == pat {
-                    return None;
-                }
-                q.patterns[d][v] = pat;
             }
         }
         Some(q)
     }
 }
 
-/// One step of the climb.
+/// Apply one move to shard `d` of `q`; false when it does not apply.
+fn apply_one(q: &mut Plan, d: usize, kind: Kind) -> bool {
+    match kind {
+        Kind::Shift { from, to } => {
+            if q.counts[d][from] == 0 {
+                return false;
+            }
+            q.counts[d][from] -= 1;
+            q.counts[d][to] += 1;
+        }
+        Kind::Pattern { v, q: pat } => {
+            let k = q.counts[d][v];
+            if k == 0 || pieces(k, PATTERNS[q.patterns[d][v]]) == pieces(k, PATTERNS[pat]) {
+                return false;
+            }
+            q.patterns[d][v] = pat;
+        }
+    }
+    true
+}
+
+/// One step of the climb: a change to shard `d` (and, when `tied`, the
+/// same change, mapped, to every shard tied to it).
 #[derive(Debug, Clone, Copy)]
-enum Move {
-    /// One chunk of shard `d` from vector `from` to vector `to`.
-    Shift { d: usize, from: usize, to: usize },
-    /// Group `v` of shard `d` to pattern `q`.
-    Pattern { d: usize, v: usize, q: usize },
+struct Move {
+    d: usize,
+    tied: bool,
+    kind: Kind,
+}
+
+/// What a [`Move`] changes.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    /// One chunk from vector `from` to vector `to`.
+    Shift { from: usize, to: usize },
+    /// Group `v` to pattern `q`.
+    Pattern { v: usize, q: usize },
+}
+
+/// `shares` (a distribution) as `chunks` whole chunks: largest remainder,
+/// ties to the lower index.
+fn round(shares: &[f64], chunks: usize) -> Vec<usize> {
+    let exact: Vec<f64> = shares.iter().map(|s| s * chunks as f64).collect();
+    let mut cnt: Vec<usize> = exact.iter().map(|x| x.floor() as usize).collect();
+    let mut rem: Vec<(f64, usize)> = exact
+        .iter()
+        .enumerate()
+        .map(|(i, x)| (x - cnt[i] as f64, i))
+        .collect();
+    rem.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let left = chunks.saturating_sub(cnt.iter().sum::<usize>());
+    for &(_, i) in rem.iter().cycle().take(left) {
+        cnt[i] += 1;
+    }
+    cnt
 }
 
 /// Group sizes of `k` chunks cut in the proportions of `pattern` (each
@@ -842,6 +1047,68 @@ mod tests {
             a.check().expect("a valid reduce-scatter");
             let prog = lower(&a, &LowerOptions::default()).expect("lowers");
             verify(&prog, &VerifyOptions::default()).expect("verifies");
+        }
+    }
+
+    #[test]
+    fn dgx1_ties_shards_by_its_four_symmetries() {
+        let topo = dgx1();
+        let g = solve(&topo, 30.0, 0).unwrap();
+        // The cube-mesh's NVLink pairs (with their counts) have four
+        // symmetries: orbits {0, 2, 4, 6} and {1, 3, 5, 7}.
+        let firsts: Vec<Option<usize>> = g.ties.iter().map(|t| t.as_ref().map(|x| x.0)).collect();
+        assert_eq!(
+            firsts,
+            [None, None, Some(0), Some(1), Some(0), Some(1), Some(0), Some(1)]
+        );
+        let p = g.tied_start(24);
+        for (d, t) in g.ties.iter().enumerate() {
+            let Some((f, map)) = t else { continue };
+            // A bijection of the vectors that keeps each vector's shape.
+            let mut seen = map.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..map.len()).collect::<Vec<_>>());
+            for (v, &w) in map.iter().enumerate() {
+                assert_eq!(p.counts[d][w], p.counts[*f][v]);
+                let relays = |d: usize, v: usize| {
+                    g.owners[d].vectors[v]
+                        .iter()
+                        .filter(|x| matches!(x, Via::Relay(_)))
+                        .count()
+                };
+                assert_eq!(relays(d, w), relays(*f, v));
+            }
+        }
+        // A 6-ring's rotations and reflections; a 4-cycle with one
+        // double link keeps only the reflection through it.
+        let key = |u: usize, v: usize| ((u + 1) % 6 == v || (v + 1) % 6 == u).then_some((1, 1));
+        assert_eq!(automorphisms(6, &key).len(), 12);
+        let lopsided = |u: usize, v: usize| match (u.min(v), u.max(v)) {
+            (0, 1) => Some((2, 1)),
+            (1, 2) | (2, 3) | (0, 3) => Some((1, 1)),
+            _ => None,
+        };
+        assert_eq!(automorphisms(4, &lopsided).len(), 2);
+    }
+
+    #[test]
+    fn each_own_segment_is_one_message() {
+        // A neighbour's own chunks are cut into segments, one channel each,
+        // so that each lowers to one message at step 0 (a segment lowered
+        // as several messages on one threadblock pays α for each).
+        let topo = dgx1();
+        let g = solve(&topo, 30.0, 0).unwrap();
+        for start in [g.start(24), g.tied_start(24), g.start(28)] {
+            for q in 0..PATTERNS.len() {
+                let mut p = start.clone();
+                p.patterns.iter_mut().for_each(|r| r.fill(q));
+                let prog = lower(&g.algorithm(&p), &LowerOptions::default()).unwrap();
+                for gpu in &prog.gpus {
+                    for tb in gpu.tbs.iter().filter(|tb| tb.recv < 0) {
+                        assert_eq!(tb.steps.len(), 1, "rank {} tb {} pattern {q}", gpu.id, tb.id);
+                    }
+                }
+            }
         }
     }
 
