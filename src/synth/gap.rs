@@ -23,7 +23,9 @@
 //! proportions (1:2:3 …) that pipeline the two hops. The rounding and the
 //! piece patterns are then improved by a deterministic local search
 //! ([`Gap::search`]) that the driver scores in the simulator with a fixed
-//! evaluation budget: same input, same schedule.
+//! evaluation budget: same input, same schedule. Where the topology has
+//! symmetries (`automorphisms`: DGX-1 has four), the search moves whole
+//! orbits of shards at once.
 
 use super::tree::hops;
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
@@ -1059,7 +1061,16 @@ mod tests {
         let firsts: Vec<Option<usize>> = g.ties.iter().map(|t| t.as_ref().map(|x| x.0)).collect();
         assert_eq!(
             firsts,
-            [None, None, Some(0), Some(1), Some(0), Some(1), Some(0), Some(1)]
+            [
+                None,
+                None,
+                Some(0),
+                Some(1),
+                Some(0),
+                Some(1),
+                Some(0),
+                Some(1)
+            ]
         );
         let p = g.tied_start(24);
         for (d, t) in g.ties.iter().enumerate() {
@@ -1105,7 +1116,13 @@ mod tests {
                 let prog = lower(&g.algorithm(&p), &LowerOptions::default()).unwrap();
                 for gpu in &prog.gpus {
                     for tb in gpu.tbs.iter().filter(|tb| tb.recv < 0) {
-                        assert_eq!(tb.steps.len(), 1, "rank {} tb {} pattern {q}", gpu.id, tb.id);
+                        assert_eq!(
+                            tb.steps.len(),
+                            1,
+                            "rank {} tb {} pattern {q}",
+                            gpu.id,
+                            tb.id
+                        );
                     }
                 }
             }
