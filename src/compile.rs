@@ -168,10 +168,16 @@ fn compile_gap(
         first_fit(topo, Algo::Gap, cands, opts, true)
     };
     let searched = one(vec![&best, &stats.start, &start])?;
+    // The start only where it differs and fits (it is an extra candidate:
+    // one over the limits is simply not offered).
     let origin = if stats.start == best {
         None
     } else {
-        one(vec![&stats.start]).ok()
+        match one(vec![&stats.start]) {
+            Ok(c) => Some(c),
+            Err(CompileError::Request(_)) => None,
+            Err(e) => return Err(e),
+        }
     };
     Ok((searched, origin))
 }

@@ -628,10 +628,12 @@ impl Gap {
         va.iter().zip(vb).filter(|(x, y)| x != y).count() <= MOVE_SPAN
     }
 
-    /// Improve `plan` by local search: moves shift one chunk of a shard
-    /// between two vectors or change a group's piece pattern; first
-    /// improvements are kept, and when none is left, random kicks (a fixed
-    /// LCG from `seed`) restart the climb from a perturbed copy. `score`
+    /// Improve `plan` by local search, starting from the best of `plan`
+    /// and its tied copy in every pattern: moves shift one chunk of a
+    /// shard between two vectors or change a group's piece pattern (tied:
+    /// every shard of the orbit alike, where the topology has symmetries);
+    /// first improvements are kept, and when none is left, random kicks (a
+    /// fixed LCG from `seed`) restart the climb from a perturbed copy. `score`
     /// gives a schedule's per-rank end times, or how far it is over the
     /// runtime's limits (`Err(excess)`, ∞ when it cannot be lowered); the
     /// objective is the ends' soft maximum, and any plan within the limits
