@@ -113,10 +113,12 @@ pub fn compile_one(
 
 /// The gap schedule (`synth::gap`): the window LP's rounding, improved by
 /// the local search with each plan lowered and simulated at
-/// [`gap::GAP_SIZE`](synth::gap::GAP_SIZE) (plans over the GPU's SM count
-/// score ∞), within `opts.synth.evals` schedules (default: the budget of
-/// [`gap::GAP_EVALS`](synth::gap::GAP_EVALS)) or the time limit.
-/// The best plan is emitted if it passes the verifier, else the start.
+/// [`gap::GAP_SIZE`](synth::gap::GAP_SIZE) (a plan over the GPU's SM count
+/// scores above every plan within it, by its excess; one that cannot be
+/// lowered, ∞), within `opts.synth.evals` schedules (default: the budget
+/// of [`gap::GAP_EVALS`](synth::gap::GAP_EVALS)) or the time limit.
+/// The best plan is emitted if it passes the verifier, else the search's
+/// start, else the LP's rounding.
 /// Also the search's start (the best of the LP's roundings) when it
 /// differs, for `auto` to score at large sizes.
 fn compile_gap(
@@ -399,8 +401,8 @@ pub fn auto(
         }
         let mut found = Vec::new();
         if a == Algo::Gap {
-            // Gap gives two: the searched plan, and its start (the LP's
-            // rounding), whose even link loads serve large messages (the
+            // Gap gives two: the searched plan, and the search's start (the
+            // best LP rounding), whose even link loads serve large messages (the
             // search scores 64 KiB only and may trade them away: MI100
             // 8P6L is at 100 % of the cut bound at 1 MiB with the start,
             // 81 % with the searched plan).

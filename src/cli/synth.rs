@@ -64,7 +64,7 @@ pub struct SynthArgs {
     /// Schedules the gap search may simulate (its budget; the same budget
     /// and seed give the same file on any machine). Default: 1000, or fewer
     /// where the schedules are large (at most 450000 program steps
-    /// lowered in all; about 0.7 s on two cores).
+    /// lowered in all; under 0.8 s on two cores).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000_000))]
     pub evals: Option<usize>,
     /// Chunks per rank's output shard (default: the synthesizer's choice;

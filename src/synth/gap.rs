@@ -43,8 +43,9 @@ pub const GAP_SIZE: u64 = 64 << 10;
 /// The search's default budget: at most GAP_EVALS schedules, and at most
 /// GAP_WORK program steps lowered (a schedule's lowering and simulation
 /// cost about its steps, so the budget is about the same time on every
-/// topology: 0.65 s on two cores for DGX-1's 1000 schedules of about 450
-/// steps, where the MI250 dumps' larger programs stop after about 500).
+/// topology: DGX-1's schedules of about 620 steps stop after about 720,
+/// 0.40 s on two cores; the MI250 dumps' programs of 700–870 steps after
+/// 520–650, at most 0.79 s for their whole `auto`).
 pub const GAP_EVALS: usize = 1000;
 /// See [`GAP_EVALS`].
 pub const GAP_WORK: usize = 450_000;
