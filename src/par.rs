@@ -9,11 +9,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Worker threads to use: the available cores, at most `items`.
 pub fn threads(items: usize) -> usize {
-    std::thread::available_parallelism()
-        .map(|t| t.get())
-        .unwrap_or(1)
-        .min(items)
-        .max(1)
+    cores().min(items).max(1)
+}
+
+/// The available cores, asked once: the answer reads cgroup files, and
+/// the searches ask for every schedule they score (it was a tenth of the
+/// gap search's time).
+fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|t| t.get())
+            .unwrap_or(1)
+    })
 }
 
 /// `items.iter().map(f).collect()`, computed on up to [`threads`] threads

@@ -489,6 +489,11 @@ fn errors_are_clear() {
     );
     let e = sim::simulate(&p, &topo2, 1024, &SimOptions::default()).unwrap_err();
     assert!(matches!(e, SimError::BadProgram(_)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("rank 0, threadblock 0 (line 0), step 0: 's' sends"),
+        "{e}"
+    );
     // A dependency on a threadblock that does not exist.
     let mut c = Step::new(StepKind::Copy)
         .src(Buf::Input, 0)
@@ -501,7 +506,11 @@ fn errors_are_clear() {
         vec![gpu(0, 2, vec![tb(0, -1, -1, vec![c])]), gpu(1, 2, vec![])],
     );
     let e = sim::simulate(&p, &topo2, 1024, &SimOptions::default()).unwrap_err();
-    assert!(e.to_string().contains("depid 7"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("rank 0, threadblock 0 (line 0), step 0: depid 7 is not"),
+        "{e}"
+    );
     // Zero tile size.
     let bad = SimOptions {
         tile_bytes: 0,

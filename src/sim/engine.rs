@@ -320,13 +320,15 @@ pub fn simulate(
     for (rank, gi) in by_rank.iter().enumerate() {
         let Some(gi) = gi else { continue };
         for tb in &prog.gpus[*gi].tbs {
-            let here = format!("rank {rank}, threadblock {} (line {})", tb.id, tb.line);
+            // Built only for an error message (this loop runs for every step).
+            let here = || format!("rank {rank}, threadblock {} (line {})", tb.id, tb.line);
             let peer = |p: i64, what: &str| -> Result<Option<usize>, SimError> {
                 if p == -1 {
                     Ok(None)
                 } else if p < 0 || p as usize >= n || p as usize == rank {
                     Err(SimError::BadProgram(format!(
-                        "{here}: {what} peer {p} is not another rank 0..{}",
+                        "{}: {what} peer {p} is not another rank 0..{}",
+                        here(),
                         n - 1
                     )))
                 } else {
@@ -339,7 +341,8 @@ pub fn simulate(
                 let c = conn_for(&mut conns, &mut conn_index, tb.chan, rank, d);
                 if conns[c].sender.replace(k).is_some() {
                     return Err(SimError::BadProgram(format!(
-                        "{here}: a second threadblock sends to rank {d} on channel {}",
+                        "{}: a second threadblock sends to rank {d} on channel {}",
+                        here(),
                         tb.chan
                     )));
                 }
@@ -349,7 +352,8 @@ pub fn simulate(
                 let c = conn_for(&mut conns, &mut conn_index, tb.chan, s, rank);
                 if conns[c].receiver.replace(k).is_some() {
                     return Err(SimError::BadProgram(format!(
-                        "{here}: a second threadblock receives from rank {s} on channel {}",
+                        "{}: a second threadblock receives from rank {s} on channel {}",
+                        here(),
                         tb.chan
                     )));
                 }
@@ -357,22 +361,25 @@ pub fn simulate(
             }
             let mut steps = Vec::with_capacity(tb.steps.len());
             for (si, st) in tb.steps.iter().enumerate() {
-                let at = format!("{here}, step {si}");
+                let at = || format!("{}, step {si}", here());
                 if st.kind.sends() && sp.is_none() {
                     return Err(SimError::BadProgram(format!(
-                        "{at}: '{}' sends but the threadblock has no send peer",
+                        "{}: '{}' sends but the threadblock has no send peer",
+                        at(),
                         st.kind
                     )));
                 }
                 if st.kind.recvs() && rp.is_none() {
                     return Err(SimError::BadProgram(format!(
-                        "{at}: '{}' receives but the threadblock has no recv peer",
+                        "{}: '{}' receives but the threadblock has no recv peer",
+                        at(),
                         st.kind
                     )));
                 }
                 if st.cnt < 0 {
                     return Err(SimError::BadProgram(format!(
-                        "{at}: negative cnt {}",
+                        "{}: negative cnt {}",
+                        at(),
                         st.cnt
                     )));
                 }
@@ -381,13 +388,15 @@ pub fn simulate(
                     Some((d, s)) => {
                         let di = *tb_index[rank].get(&(d as i64)).ok_or_else(|| {
                             SimError::BadProgram(format!(
-                                "{at}: depid {d} is not a threadblock of rank {rank}"
+                                "{}: depid {d} is not a threadblock of rank {rank}",
+                                at()
                             ))
                         })?;
                         let dlen = prog.gpus[*gi].tbs[tbs[di].local].steps.len();
                         if s >= dlen {
                             return Err(SimError::BadProgram(format!(
-                                "{at}: deps {s} is past the {dlen} steps of threadblock {d}"
+                                "{}: deps {s} is past the {dlen} steps of threadblock {d}",
+                                at()
                             )));
                         }
                         Some((di, s as u64))
