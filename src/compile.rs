@@ -119,12 +119,13 @@ pub fn compile_one(
 /// of [`gap::GAP_EVALS`](synth::gap::GAP_EVALS)) or the time limit.
 /// The best plan is emitted if it passes the verifier, else the search's
 /// start, else the LP's rounding.
-/// Also the search's start (the best of the LP's roundings) when it
-/// differs, for `auto` to score at large sizes.
+/// Also the search's starts (the best of all LP answers' roundings, and
+/// the best of the main answer's) where they differ, for `auto` to score
+/// at large sizes.
 fn compile_gap(
     topo: &Topology,
     opts: &CompileOptions,
-) -> Result<(Compiled, Option<Compiled>), CompileError> {
+) -> Result<(Compiled, Vec<Compiled>), CompileError> {
     use synth::gap;
     let req = |e: String| CompileError::Request(e);
     synth::check_request(topo, &opts.synth).map_err(|e| req(e.0))?;
@@ -170,18 +171,22 @@ fn compile_gap(
         first_fit(topo, Algo::Gap, cands, opts, true)
     };
     let searched = one(vec![&best, &stats.start, &start])?;
-    // The start only where it differs and fits (it is an extra candidate:
-    // one over the limits is simply not offered).
-    let origin = if stats.start == best {
-        None
-    } else {
-        match one(vec![&stats.start]) {
-            Ok(c) => Some(c),
-            Err(CompileError::Request(_)) => None,
+    // The starts only where they differ and fit (they are extra
+    // candidates: one over the limits is simply not offered).
+    let mut origins = Vec::new();
+    let mut seen = vec![&best];
+    for p in [&stats.start, &stats.lp_start] {
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p);
+        match one(vec![p]) {
+            Ok(c) => origins.push(c),
+            Err(CompileError::Request(_)) => {}
             Err(e) => return Err(e),
         }
-    };
-    Ok((searched, origin))
+    }
+    Ok((searched, origins))
 }
 
 /// The algorithm's small-message candidate (`synth::small_candidates`), if
@@ -401,15 +406,16 @@ pub fn auto(
         }
         let mut found = Vec::new();
         if a == Algo::Gap {
-            // Gap gives two: the searched plan, and the search's start (the
-            // best LP rounding), whose even link loads serve large messages (the
-            // search scores 64 KiB only and may trade them away: MI100
-            // 8P6L is at 100 % of the cut bound at 1 MiB with the start,
-            // 81 % with the searched plan).
+            // Gap gives up to three: the searched plan, and the search's
+            // starts (the best of all LP answers' roundings, and of the
+            // main answer's), whose even link loads serve large messages
+            // (the search scores 64 KiB only and may trade them away:
+            // MI100 8P6L is at 100 % of the cut bound at 1 MiB with the
+            // main answer's rounding, 81 % with the searched plan).
             match compile_gap(topo, opts) {
-                Ok((c, start)) => {
+                Ok((c, starts)) => {
                     found.push(c);
-                    found.extend(start);
+                    found.extend(starts);
                 }
                 Err(CompileError::Request(m)) => skipped.push(m),
                 Err(e) => return Err(e),

@@ -212,8 +212,9 @@ fn imported_dgx1_gets_the_shipped_dgx1_schedules() {
     };
     let (a, b) = (pick(&shipped), pick(&dump));
     // The gap search's path depends on the rank numbering (which shard's
-    // moves it tries first), so at 64 KiB the two land on different
-    // local optima: 1.714 µs here against 1.735 µs shipped (1.2 %).
+    // moves it tries first), so at 64 KiB the two may land on different
+    // local optima (1.714 against 1.735 µs in the ninth session; both at
+    // 1.715 since its search climbs from 8 LP answers).
     for (((na, ta), (nb, tb)), tol) in a.iter().zip(&b).zip([0.02, 0.01]) {
         assert_eq!(na, nb);
         assert!((tb / ta - 1.0).abs() < tol, "{nb}: {tb} vs shipped {ta}");
