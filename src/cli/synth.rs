@@ -55,10 +55,11 @@ pub struct SynthArgs {
     /// most 1e9).
     #[arg(long, default_value_t = 30.0)]
     pub time_limit: f64,
-    /// Seed of the LP solver (HiGHS `random_seed`) in the mixture, flow and
-    /// gap LPs, and of the gap search's kicks: the same input and seed give
-    /// the same file, byte for byte; another seed may pick another of
-    /// several optimal LP solutions.
+    /// Seed of the LP solver (HiGHS `random_seed`) in the mixture and flow
+    /// LPs (the gap LP is solved with seeds 8·seed … 8·seed+7), and of the
+    /// gap search's kicks: the same input and seed give the same file, byte
+    /// for byte; another seed may pick another of several optimal LP
+    /// solutions.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=2147483647))]
     pub seed: u32,
     /// Schedules the gap search may simulate (its budget; the same budget

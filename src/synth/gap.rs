@@ -43,9 +43,10 @@ pub const GAP_SIZE: u64 = 64 << 10;
 /// The search's default budget: at most GAP_EVALS schedules, and at most
 /// GAP_WORK program steps lowered (a schedule's lowering and simulation
 /// cost about its steps, so the budget is about the same time on every
-/// topology: DGX-1's schedules of about 620 steps stop after about 720,
-/// 0.40 s on two cores; the MI250 dumps' programs of 700–870 steps after
-/// 520–650, at most 0.79 s for their whole `auto`).
+/// topology: DGX-1's schedules of about 620 steps stop after about 710,
+/// 0.34 s on two cores; the MI250 dumps' programs of 700–870 steps after
+/// 530–750, at most 0.75 s for their whole `auto`). The 96 start schedules
+/// of [`Gap::search`] count.
 pub const GAP_EVALS: usize = 1000;
 /// See [`GAP_EVALS`].
 pub const GAP_WORK: usize = 450_000;
