@@ -16,14 +16,17 @@
 //! first and leave that window empty. Which relay (or route) each far rank
 //! uses is a per-shard *vector*; a window LP ([`solve`]) splits every
 //! shard among the vectors so that each ingress link finishes both waves
-//! at once, and the shares are rounded to `chunks` chunks per shard.
+//! at once, and the shares are rounded to `chunks` chunks per shard. The
+//! LP has many optima; it is solved with [`GAP_LPS`] solver seeds, and
+//! each answer is a start for the search.
 //!
 //! In the max-min fair cost model concurrent pieces on a link finish in
 //! size order, so relayed groups are cut into *pieces* in harmonic-like
 //! proportions (1:2:3 …) that pipeline the two hops. The rounding and the
 //! piece patterns are then improved by a deterministic local search
 //! ([`Gap::search`]) that the driver scores in the simulator with a fixed
-//! evaluation budget: same input, same schedule. Where the topology has
+//! evaluation budget: same input, same schedule. It climbs from the best
+//! start, then restarts from the next best. Where the topology has
 //! symmetries (`automorphisms`: DGX-1 has four), the search moves whole
 //! orbits of shards at once.
 
