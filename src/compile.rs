@@ -331,7 +331,7 @@ pub struct Selection {
     pub sizes: Vec<u64>,
     /// Every candidate that compiled (the ring first).
     pub candidates: Vec<Compiled>,
-    /// times_us[c][s]: simulated time of candidate c at size s.
+    /// `times_us[c][s]`: simulated time of candidate c at size s.
     pub times_us: Vec<Vec<f64>>,
     /// Best candidate per size.
     pub winners: Vec<usize>,

@@ -10,7 +10,7 @@
 //!    a message may split the run further — a receive then spans several
 //!    of its chains and must head them all or follow one op they share
 //!    (an MSCCL step waits on one dependency), else the sender's run is
-//!    cut there too ([`Runs`]);
+//!    cut there too (`Runs`);
 //! 2. per rank and block, the tree gives a chain of operations: receive-and-
 //!    reduce each child's partial sum into an accumulator (the output slot at
 //!    the owner, a scratch slot elsewhere), then send the accumulator to the

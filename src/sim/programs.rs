@@ -31,7 +31,7 @@ fn numbered(mut steps: Vec<Step>) -> Vec<Step> {
 
 /// The ring reduce-scatter of msccl-xml.md §7.1 on `n` ranks: rank r has
 /// one threadblock sending to r+1 and receiving from r−1; step k names
-/// chunk (r−1−k) mod n: first `s`, then `rrs`, last `rrc` i → o[0].
+/// chunk (r−1−k) mod n: first `s`, then `rrs`, last `rrc` i → `o[0]`.
 /// `None` for n < 2.
 pub fn ring_reduce_scatter(n: usize) -> Option<Program> {
     if n < 2 {
@@ -79,8 +79,8 @@ pub fn ring_reduce_scatter(n: usize) -> Option<Program> {
 }
 
 /// A direct (all-pairs) reduce-scatter on `n` ranks: on rank r, threadblock
-/// j+1 (one per peer p) sends i[p] to p and receives p's i[r] into s[j];
-/// threadblock 0 copies i[r] to o[0] and adds each s[j] once its receive
+/// j+1 (one per peer p) sends `i[p]` to p and receives p's `i[r]` into `s[j]`;
+/// threadblock 0 copies `i[r]` to `o[0]` and adds each `s[j]` once its receive
 /// is done (one dependency per `re`). `None` for n < 2.
 pub fn direct_reduce_scatter(n: usize) -> Option<Program> {
     if n < 2 {

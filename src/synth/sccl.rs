@@ -434,7 +434,7 @@ fn time_reverse(s: &Schedule) -> Schedule {
 /// - integer `rounds[k]` in 1..=R−S+1, Σ rounds = R;
 /// - every non-owner receives every chunk exactly once;
 /// - a rank forwards c in step k only if it received c in an earlier step;
-/// - Σ_c x[c][e][k] ≤ cap(e) · rounds[k];
+/// - Σ_c `x[c][e][k]` ≤ cap(e) · `rounds[k]`;
 /// - symmetry breaking: the chunks of one owner are interchangeable, so
 ///   they are ordered by a weighted count of their first-step sends.
 ///

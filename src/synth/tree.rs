@@ -1,7 +1,7 @@
 //! Latency trees: per shard, a reduction in-tree along fewest GPU-to-GPU
 //! hops to the owner, for topologies where some ranks are not one hop
 //! apart (hybrid cube-mesh, rings, partial meshes): a hop is a pair of
-//! GPUs joined by one link ([`hops`]).
+//! GPUs joined by one link (`hops`).
 //!
 //! The direct schedule sends every contribution straight to its owner over
 //! a multi-hop route, so on such machines several routes share each link.
@@ -51,7 +51,7 @@ pub struct HopGraph {
 }
 
 impl HopGraph {
-    /// The hop graph over [`hops`]; None when some rank cannot reach an
+    /// The hop graph over `hops`; None when some rank cannot reach an
     /// owner over them.
     pub fn new(topo: &Topology) -> Option<HopGraph> {
         let n = topo.num_ranks();
