@@ -118,7 +118,7 @@ pub fn compile_one(
 /// lowered, ∞), within `opts.synth.evals` schedules (default: the budget
 /// of [`gap::GAP_EVALS`](synth::gap::GAP_EVALS)) or the time limit.
 /// The best plan is emitted if it passes the verifier, else the search's
-/// start, else the LP's rounding.
+/// best start, else the main LP answer's rounding.
 /// Also the search's starts (the best of all LP answers' roundings, and
 /// the best of the main answer's) where they differ, for `auto` to score
 /// at large sizes.

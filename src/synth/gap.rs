@@ -48,7 +48,7 @@ pub const GAP_SIZE: u64 = 64 << 10;
 /// cost about its steps, so the budget is about the same time on every
 /// topology: DGX-1's schedules of about 620 steps stop after about 710,
 /// 0.34 s on two cores; the MI250 dumps' programs of 700–870 steps after
-/// 530–750, at most 0.75 s for their whole `auto`). The 96 start schedules
+/// 530–750, 0.65–0.83 s for their whole `auto`). The 96 start schedules
 /// of [`Gap::search`] count.
 pub const GAP_EVALS: usize = 1000;
 /// See [`GAP_EVALS`].
@@ -145,9 +145,10 @@ pub struct SearchStats {
     /// The first climb's origin: the best of the LP answers' roundings
     /// (as is and tied, in every pattern), before any move.
     pub start: Plan,
-    /// The best of the main LP answer's rounding and its tied copy (in
-    /// every pattern): its even link loads may serve large messages
-    /// better than plans chosen at the search's size.
+    /// The best of the search's `plan` (the main LP answer's rounding,
+    /// [`Gap::start`]) and the main answer's tied rounding, in every
+    /// pattern: its even link loads may serve large messages better than
+    /// plans chosen at the search's size.
     pub lp_start: Plan,
     /// Soft-max score of the start and of the answer, µs (≥ 1e12: over
     /// the runtime's limits).
@@ -219,38 +220,29 @@ pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, Strin
     let n = topo.num_ranks();
     // Every route once (the LP asks for each many times).
     let routes = topo.all_routes();
+    let (mut owners, alpha) = vectors(topo, &hops, &routes, per_owner)?;
     // The LP has many optima, and HiGHS's seed picks the vertex: seeds
     // GAP_LPS·seed + i, the first the main answer. The others share what
     // is left of the time limit and are skipped when it is spent (or
     // when one fails: they only add starts).
     let lp_seed = |i: usize| ((u64::from(seed) * GAP_LPS as u64 + i as u64) % (1 << 31)) as u32;
     let t0 = std::time::Instant::now();
-    let (owners, alpha) = window_lp(
-        topo,
-        &hops,
-        &routes,
-        per_owner.clone(),
-        time_limit_s,
-        lp_seed(0),
-    )?;
+    let main = window_lp(topo, &routes, &owners, alpha, time_limit_s, lp_seed(0))?;
+    for (o, shares) in owners.iter_mut().zip(main) {
+        o.shares = shares;
+    }
     let mut alts: Vec<Vec<Vec<f64>>> = Vec::new();
     for i in 1..GAP_LPS {
         let left = time_limit_s - t0.elapsed().as_secs_f64();
         if left <= 0.0 {
             break;
         }
-        if let Ok((o, _)) = window_lp(topo, &hops, &routes, per_owner.clone(), left, lp_seed(i)) {
-            alts.push(o.into_iter().map(|o| o.shares).collect());
+        if let Ok(shares) = window_lp(topo, &routes, &owners, alpha, left, lp_seed(i)) {
+            alts.push(shares);
         }
     }
-    let edge_of = |u: usize, v: usize| -> Option<EdgeIndex> {
-        match routes[u][v].as_ref()?.links[..] {
-            [e] => Some(e),
-            _ => None,
-        }
-    };
     let key = |u: usize, v: usize| -> Option<(u64, u64)> {
-        let l = topo.link(edge_of(u, v)?);
+        let l = topo.link(link(&routes, u, v).ok()?);
         Some((l.capacity_gbps().to_bits(), l.alpha_us.to_bits()))
     };
     let ties = ties(&owners, &automorphisms(n, &key));
@@ -264,37 +256,25 @@ pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, Strin
     })
 }
 
-/// One solve of the window LP (HiGHS seed `seed`): each shard's far
-/// ranks, neighbours and vectors with the LP's shares, and the largest α
-/// of a neighbour's link.
-fn window_lp(
+/// The one link u → v (its route when that is a single link).
+fn link(routes: &[Vec<Option<Route>>], u: usize, v: usize) -> Result<EdgeIndex, String> {
+    match routes[u][v].as_ref().map(|r| &r.links[..]) {
+        Some(&[e]) => Ok(e),
+        _ => Err(format!("no link {u} → {v}")),
+    }
+}
+
+/// Each shard's far ranks, neighbours and every vector (one way per far
+/// rank: each relay it has a link to, or its route), shares still zero;
+/// and the largest α of a neighbour's link.
+fn vectors(
     topo: &Topology,
     hops: &[Vec<(usize, f64)>],
     routes: &[Vec<Option<Route>>],
     per_owner: Vec<(Vec<usize>, Vec<usize>)>,
-    time_limit_s: f64,
-    seed: u32,
 ) -> Result<(Vec<Owner>, f64), String> {
-    let route = |u: usize, v: usize| routes[u][v].as_ref().ok_or(format!("no route {u} → {v}"));
-    let edge_of = |u: usize, v: usize| -> Result<EdgeIndex, String> {
-        route(u, v).and_then(|r| match r.links[..] {
-            [e] => Ok(e),
-            _ => Err(format!("no link {u} → {v}")),
-        })
-    };
     let is_hop = |u: usize, v: usize| hops[u].iter().any(|&(x, _)| x == v);
-    let n = topo.num_ranks();
-    let shard = GAP_SIZE as f64 / n as f64;
-    let mut vars = ProblemVariables::new();
-    let w = vars.add(variable().min(0.0));
-    // Per link: first hops, relayed sums, own bytes, routed bytes.
-    let mut load: FxHashMap<EdgeIndex, [Expression; 4]> = FxHashMap::default();
-    let mut add = |e: EdgeIndex, k: usize, x: Expression| {
-        load.entry(e).or_default()[k] += x;
-    };
     let mut owners = Vec::new();
-    let mut xs = Vec::new();
-    let mut sums = Vec::new();
     let mut alpha = 0.0f64;
     for (d, (far, nbrs)) in per_owner.into_iter().enumerate() {
         let mut vectors: Vec<Vec<Via>> = vec![vec![]];
@@ -316,38 +296,64 @@ fn window_lp(
                 })
                 .collect();
         }
-        let mut sum = Expression::from(0.0);
-        let mut vx = Vec::new();
-        for v in &vectors {
-            let x = vars.add(variable().min(0.0));
-            sum += x;
-            vx.push(x);
-            for (j, via) in v.iter().enumerate() {
-                match *via {
-                    Via::Relay(r) => add(edge_of(far[j], r)?, 0, x * shard),
-                    Via::Route => {
-                        for &e in &route(far[j], d)?.links {
-                            add(e, 3, x * shard);
-                        }
-                    }
-                }
-            }
-            for &r in &nbrs {
-                let k = if v.contains(&Via::Relay(r)) { 1 } else { 2 };
-                add(edge_of(r, d)?, k, x * shard);
-            }
-        }
         for &r in &nbrs {
-            alpha = alpha.max(topo.link(edge_of(r, d)?).alpha_us);
+            alpha = alpha.max(topo.link(link(routes, r, d)?).alpha_us);
         }
-        sums.push(sum);
-        xs.push(vx);
         owners.push(Owner {
             far,
             nbrs,
             shares: vec![0.0; vectors.len()],
             vectors,
         });
+    }
+    Ok((owners, alpha))
+}
+
+/// One solve of the window LP over `owners`' vectors (HiGHS seed
+/// `seed`): each shard's shares per vector.
+fn window_lp(
+    topo: &Topology,
+    routes: &[Vec<Option<Route>>],
+    owners: &[Owner],
+    alpha: f64,
+    time_limit_s: f64,
+    seed: u32,
+) -> Result<Vec<Vec<f64>>, String> {
+    let route = |u: usize, v: usize| routes[u][v].as_ref().ok_or(format!("no route {u} → {v}"));
+    let shard = GAP_SIZE as f64 / owners.len() as f64;
+    let mut vars = ProblemVariables::new();
+    let w = vars.add(variable().min(0.0));
+    // Per link: first hops, relayed sums, own bytes, routed bytes.
+    let mut load: FxHashMap<EdgeIndex, [Expression; 4]> = FxHashMap::default();
+    let mut add = |e: EdgeIndex, k: usize, x: Expression| {
+        load.entry(e).or_default()[k] += x;
+    };
+    let mut xs = Vec::new();
+    let mut sums = Vec::new();
+    for (d, o) in owners.iter().enumerate() {
+        let mut sum = Expression::from(0.0);
+        let mut vx = Vec::new();
+        for v in &o.vectors {
+            let x = vars.add(variable().min(0.0));
+            sum += x;
+            vx.push(x);
+            for (j, via) in v.iter().enumerate() {
+                match *via {
+                    Via::Relay(r) => add(link(routes, o.far[j], r)?, 0, x * shard),
+                    Via::Route => {
+                        for &e in &route(o.far[j], d)?.links {
+                            add(e, 3, x * shard);
+                        }
+                    }
+                }
+            }
+            for &r in &o.nbrs {
+                let k = if v.contains(&Via::Relay(r)) { 1 } else { 2 };
+                add(link(routes, r, d)?, k, x * shard);
+            }
+        }
+        sums.push(sum);
+        xs.push(vx);
     }
     let slack = SLACK_ALPHAS * alpha;
     let mut m = super::highs_options(vars.minimise(w).using(highs), time_limit_s, seed);
@@ -366,12 +372,10 @@ fn window_lp(
     let s = m
         .solve()
         .map_err(|e| format!("gap: the window LP failed: {e}"))?;
-    for (o, vx) in owners.iter_mut().zip(&xs) {
-        for (share, &x) in o.shares.iter_mut().zip(vx) {
-            *share = s.value(x).max(0.0);
-        }
-    }
-    Ok((owners, alpha))
+    Ok(xs
+        .iter()
+        .map(|vx| vx.iter().map(|&x| s.value(x).max(0.0)).collect())
+        .collect())
 }
 
 /// Rank permutations σ that keep every GPU-to-GPU link: `key(u, v)` (the
@@ -810,8 +814,8 @@ impl Gap {
         // moves scored at once (in parallel): the first that improves is
         // taken and the scan resumes after it, so the path never depends
         // on the number of cores. (Until the tenth session each pass
-        // restarted at the first move: the same optima, about 15 % more
-        // scores.)
+        // restarted at the first move: the same optima after 11-26 % more
+        // scores on DGX-1's first climbs.)
         let climb = |p: &mut Plan, mut cur: f64, spent: &mut usize| -> f64 {
             let n = moves.len();
             // The scan wraps around: a local optimum once every move has
@@ -856,9 +860,9 @@ impl Gap {
         // Restarts from the other bases, best first; then iterated local
         // search: kick the best plan (KICK_MOVES random multi-chunk
         // shifts with random patterns, tied like the moves) and climb
-        // again. (The LP's optima lead to different local optima, and a
-        // climb from a fresh base did better than one from a kick: on
-        // DGX-1 kicked climbs ended 0.02-0.1 us above the best.)
+        // again. (The LP's optima lead to different local optima: on
+        // DGX-1, seeds 0-7, restarts gave a mean of 1.105 x the bound at
+        // 64 KiB, kicks after the first climb 1.111.)
         while !over(spent) {
             if let Some((t0, mut p)) = ranked.next() {
                 let t = climb(&mut p, t0, &mut spent);
