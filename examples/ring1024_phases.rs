@@ -8,7 +8,7 @@
 
 use rscc::compile::{self, CompileOptions};
 use rscc::front::generate::{generate, GenParams};
-use rscc::synth::{Algo, SynthOptions};
+use rscc::synth::{Algo, Context, SynthOptions};
 use std::time::Instant;
 
 fn main() {
@@ -26,8 +26,12 @@ fn main() {
         .unwrap_or(3);
     for _ in 0..iters {
         let t = Instant::now();
-        let mut cands = rscc::synth::candidates(&topo, Algo::Ring, &SynthOptions::default())
+        let ctx = Context::new(&topo, &SynthOptions::default()).expect("a request");
+        let mut cands = Algo::Ring
+            .synthesizer()
+            .offer(&ctx)
             .expect("ring candidates")
+            .candidates
             .into_iter();
         let a2 = (cands.next().expect("ringx2"))();
         let build2 = t.elapsed().as_secs_f64();

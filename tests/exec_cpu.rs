@@ -387,7 +387,7 @@ fn absurd_programs_are_refused_not_allocated() {
 /// schedule `compile` emits (it passed the verifier) never stalls here.
 #[test]
 fn every_synthesizers_schedule_computes_the_right_result() {
-    use rscc::compile::{compile, CompileError, CompileOptions};
+    use rscc::compile::{compile, CompileOptions};
     use rscc::synth::Algo;
     let load = |p: &str| rscc::front::load_topology(std::path::Path::new(p)).unwrap();
     let mut cases = Vec::new();
@@ -400,8 +400,8 @@ fn every_synthesizers_schedule_computes_the_right_result() {
         "ring8",
     ] {
         let topo = load(&format!("topologies/{t}.json"));
-        for algo in Algo::ALL {
-            if !matches!(algo, Algo::Auto | Algo::Sccl) {
+        for algo in Algo::all() {
+            if algo != Algo::Sccl {
                 cases.push((topo.clone(), CompileOptions::algo(algo, None)));
             }
         }
@@ -418,8 +418,8 @@ fn every_synthesizers_schedule_computes_the_right_result() {
     for (topo, copts) in &cases {
         let c = match compile(topo, copts) {
             Ok(c) => c,
-            Err(CompileError::Request(_)) => continue, // does not apply
-            Err(e) => panic!("{} {:?}: {e}", topo.name, copts.algo),
+            Err(e) if e.is_request() => continue, // does not apply
+            Err(e) => panic!("{} {:?}: {e}", topo.name, copts.mode),
         };
         let chunks = c.program.nchunksperloop as u64;
         for inplace in [false, true] {
@@ -453,7 +453,7 @@ fn split_multi_chunk_steps_deadlock_in_the_verifier_and_the_executor_alike() {
         "deadlock"
     );
     let chunks = p.nchunksperloop as u64;
-    let half_simple = rscc::ir::program::SIMPLE_TILE_BYTES / 2 / 4;
+    let half_simple = rscc::ir::msccl::SIMPLE_TILE_BYTES / 2 / 4;
     // f32 chunks one element above half the Simple tile: every cnt = 2
     // step is two messages, whatever the staging tile.
     let mut o = opts(DType::F32, RedOp::Sum, vec![chunks * 4 * (half_simple + 1)]);

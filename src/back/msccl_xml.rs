@@ -10,16 +10,9 @@
 //! It writes through a 64 KiB buffer and formats integers by hand, with no
 //! allocation per step.
 
-use crate::ir::{Program, Runtime};
+use crate::ir::msccl::MAX_NAME;
+use crate::ir::Program;
 use std::io::{self, Write};
-
-/// The legacy runtime's `maxBytes` when the attribute is absent (128 MiB).
-/// Written for a legacy Program whose `max_bytes` is `None`, because a
-/// written `0` would mean "never selected" to legacy (§3.1, §9).
-pub const LEGACY_DEFAULT_MAX_BYTES: i64 = 1 << 27;
-
-/// The longest `name` written; legacy keeps only the first 63 characters.
-pub const MAX_NAME: usize = 63;
 
 /// Write `p` as MSCCL XML.
 pub fn write<W: Write>(p: &Program, out: W) -> io::Result<()> {
@@ -57,12 +50,7 @@ fn emit<W: Write>(p: &Program, w: &mut Out<W>) -> io::Result<()> {
     w.attr(b"inplace", p.inplace as i64);
     w.attr(b"outofplace", p.outofplace as i64);
     w.attr(b"minBytes", p.min_bytes);
-    let max = match (p.max_bytes, p.runtime) {
-        (Some(m), _) => m,
-        (None, Runtime::Executor) => 0,
-        (None, Runtime::Legacy) => LEGACY_DEFAULT_MAX_BYTES,
-    };
-    w.attr(b"maxBytes", max);
+    w.attr(b"maxBytes", p.runtime.written_max_bytes(p.max_bytes));
     w.raw(b">\n");
     // A <gpu> element's text depends on that GPU alone: render batches of
     // them on all cores (in order), then write.
@@ -221,7 +209,7 @@ fn fmt_i64(n: i64, tmp: &mut [u8; 20]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Buf, Collective, GpuProgram, Proto, Step, StepKind, Threadblock};
+    use crate::ir::{Buf, Collective, GpuProgram, Proto, Runtime, Step, StepKind, Threadblock};
 
     fn ring_rank0() -> Program {
         let mut steps = vec![Step::new(StepKind::Send)

@@ -44,6 +44,18 @@ impl CliError {
     }
 }
 
+impl CliError {
+    /// A compile error for the topology file `topo`: the request's fault
+    /// (exit 2, naming the file), or rscc's (exit 1).
+    pub fn compile(topo: &std::path::Path, e: crate::compile::CompileError) -> Self {
+        if e.is_request() {
+            CliError::input(format!("{}: {e}", topo.display()))
+        } else {
+            CliError::check(e)
+        }
+    }
+}
+
 pub type CliResult = Result<(), CliError>;
 
 #[derive(Parser, Debug)]

@@ -103,12 +103,7 @@ fn load(args: &RunArgs) -> Result<Program, CliError> {
         }
         let topo = crate::front::load_topology(t).map_err(CliError::input)?;
         let c = crate::compile::compile(&topo, &crate::compile::CompileOptions::default())
-            .map_err(|e| match e {
-                crate::compile::CompileError::Request(m) => {
-                    CliError::input(format!("{}: {m}", t.display()))
-                }
-                crate::compile::CompileError::Internal(m) => CliError::check(m),
-            })?;
+            .map_err(|e| CliError::compile(t, e))?;
         eprintln!(
             "synthesized {} for {} ({} ranks)",
             c.algorithm.name,

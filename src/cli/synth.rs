@@ -1,14 +1,16 @@
 //! `rscc synth`: topology in, verified MSCCL XML out.
 
 use super::{CliError, CliResult};
-use crate::compile::{self, CompileError, CompileOptions, Compiled};
+use crate::compile::report::{synth_report, ReportRow};
+use crate::compile::{self, CompileOptions, Compiled, Mode, Selection};
 use crate::front;
-use crate::ir::{Proto, Runtime};
-use crate::sim::{self, SimOptions};
+use crate::ir::{Program, Proto, Runtime};
+use crate::sim::SimOptions;
 use crate::synth::{Algo, SynthOptions};
 use clap::{Args, ValueEnum};
-use std::io::Write;
-use std::path::PathBuf;
+use serde::Serialize;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Op {
@@ -44,7 +46,8 @@ pub struct SynthArgs {
     #[arg(long, value_enum, default_value = "reduce-scatter")]
     pub op: Op,
     /// Synthesizer: auto (score every applicable one in the simulator and
-    /// pick per size), ring, direct, tree, hier, mix, flow, sccl, gap.
+    /// pick per size), or one by name (the error for an unknown name lists
+    /// them; docs/algorithms.md describes each).
     #[arg(long, default_value = "auto")]
     pub algo: String,
     /// Sizes (bytes per rank, nccl-tests' S) that `auto` scores, e.g. 1K:4G.
@@ -88,16 +91,124 @@ pub struct SynthArgs {
     /// band with `--algo auto` (default: standard output).
     #[arg(short, long)]
     pub output: Option<PathBuf>,
+    /// Print the files written, the per-size table and the notes as JSON on
+    /// standard output (needs -o).
+    #[arg(long, requires = "output")]
+    pub json: bool,
+    /// Also say why each synthesizer or candidate was skipped.
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 pub fn run(a: SynthArgs) -> CliResult {
     let topo = front::load_topology(&a.topo).map_err(CliError::input)?;
-    let algo = Algo::parse(&a.algo).ok_or_else(|| {
+    let mode = Mode::parse(&a.algo).ok_or_else(|| {
         CliError::input(format!(
-            "unknown --algo \"{}\" (known: auto, ring, direct, tree, hier, mix, flow, sccl, gap)",
-            a.algo
+            "unknown --algo \"{}\" (known: auto, {})",
+            a.algo,
+            Algo::names()
         ))
     })?;
+    let opts = options(&a, mode);
+    let sizes = match &a.sizes {
+        Some(s) => {
+            super::sizes::parse_sizes(s).map_err(|e| CliError::input(format!("--sizes: {e}")))?
+        }
+        None => compile::default_sizes(),
+    };
+    let to_dir = a
+        .output
+        .as_ref()
+        .is_some_and(|p| p.to_string_lossy().ends_with('/') || p.is_dir());
+    if to_dir && mode != Mode::Auto {
+        return Err(CliError::input(
+            "-o DIR/ writes one file per size band and needs --algo auto",
+        ));
+    }
+    let fail = |e| CliError::compile(&a.topo, e);
+    let mut notes = Vec::new();
+    let mut why = Vec::new();
+    let (chosen, selection) = match mode {
+        Mode::Auto => {
+            let sel = auto_with_progress(&topo, &opts, &sizes).map_err(fail)?;
+            why.extend(sel.skipped.iter().cloned());
+            (sel.candidates[sel.overall].clone(), Some(sel))
+        }
+        Mode::One(algo) => {
+            let (c, small) = compile::compile_with_small(&topo, algo, &opts).map_err(fail)?;
+            // A faster small-message variant safe only up to a size: say so.
+            if let Some(Ok(small)) = small {
+                if let Some(m) = small.max_size {
+                    notes.push(format!(
+                        "for calls up to {m} B, {} is faster at small sizes (its multi-chunk steps deadlock once MSCCL splits them above that size); `rscc synth --topo … -o DIR/` writes it as its own size band",
+                        small.algorithm.name
+                    ));
+                }
+            }
+            (c, None)
+        }
+    };
+    why.splice(
+        0..0,
+        chosen.fallbacks.iter().map(|f| format!("skipped {f}")),
+    );
+    let files = match (&selection, to_dir) {
+        (Some(sel), true) => write_bands(sel, a.output.as_deref().unwrap_or(Path::new(".")))?,
+        _ => {
+            write_xml(&chosen.program, a.output.as_deref())?;
+            let path = a
+                .output
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "stdout".into());
+            vec![FileOut::new(path, &chosen, &chosen.program, None)]
+        }
+    };
+    let table = match synth_report(&topo, &opts, &chosen, selection.as_ref(), to_dir) {
+        Ok(t) => t,
+        Err(_) => {
+            notes.push(format!(
+                "the simulator could not score this schedule on {}",
+                topo.name
+            ));
+            Vec::new()
+        }
+    };
+    if let Some(s) = selection.as_ref().filter(|s| !to_dir && s.bands.len() > 1) {
+        let names: Vec<String> = s
+            .bands
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}≥{}B",
+                    s.candidates[b.candidate].algorithm.name, b.min_bytes
+                )
+            })
+            .collect();
+        notes.push(format!(
+            "the best schedule depends on the size ({}); write one file per band with -o DIR/",
+            names.join(", ")
+        ));
+    }
+    let out = SynthOut {
+        topology: topo.name.clone(),
+        ranks: topo.num_ranks(),
+        files,
+        table,
+        notes,
+        skipped: why,
+    };
+    if a.json {
+        let text = serde_json::to_string_pretty(&out).map_err(CliError::input)?;
+        println!("{text}");
+    } else {
+        print_human(&out, a.verbose);
+    }
+    Ok(())
+}
+
+/// The compile options of the arguments.
+fn options(a: &SynthArgs, mode: Mode) -> CompileOptions {
     let runtime = match a.runtime {
         RuntimeArg::Executor => Runtime::Executor,
         RuntimeArg::Legacy => Runtime::Legacy,
@@ -110,8 +221,8 @@ pub fn run(a: SynthArgs) -> CliResult {
         (false, false, Runtime::Legacy) => (true, false),
         (false, false, Runtime::Executor) => (true, true),
     };
-    let opts = CompileOptions {
-        algo,
+    CompileOptions {
+        mode,
         synth: SynthOptions {
             chunks: a.chunks,
             time_limit_s: a.time_limit,
@@ -127,206 +238,133 @@ pub fn run(a: SynthArgs) -> CliResult {
         inplace,
         outofplace,
         min_bytes: 0,
-        // Executor: 0 = no upper limit. Legacy: 0 would mean "never", so
-        // write a real upper bound (1 TiB, exclusive).
-        max_bytes: if runtime == Runtime::Legacy {
-            LEGACY_MAX
-        } else {
-            0
-        },
-    };
-    let sizes = match &a.sizes {
-        Some(s) => {
-            super::sizes::parse_sizes(s).map_err(|e| CliError::input(format!("--sizes: {e}")))?
-        }
-        None => compile::default_sizes(),
-    };
-    let to_dir = a
-        .output
-        .as_ref()
-        .is_some_and(|p| p.to_string_lossy().ends_with('/') || p.is_dir());
-    if to_dir && algo != Algo::Auto {
-        return Err(CliError::input(
-            "-o DIR/ writes one file per size band and needs --algo auto",
-        ));
+        max_bytes: runtime.encode_max_bytes(None),
     }
-    let req = |e: CompileError| match e {
-        CompileError::Request(m) => CliError::input(format!("{}: {m}", a.topo.display())),
-        CompileError::Internal(m) => CliError::check(m),
-    };
+}
+
+/// `auto`, with a progress line on stderr when it is a terminal and the
+/// work takes more than a second.
+fn auto_with_progress(
+    topo: &crate::ir::Topology,
+    opts: &CompileOptions,
+    sizes: &[u64],
+) -> Result<Selection, compile::CompileError> {
+    let tty = std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
+    let shown = std::sync::atomic::AtomicBool::new(false);
     let progress = |done: usize, total: usize, what: &str| {
-        if started.elapsed().as_secs_f64() > 1.0 {
+        if tty && started.elapsed().as_secs_f64() > 1.0 {
+            shown.store(true, std::sync::atomic::Ordering::Relaxed);
             eprint!("\r[{done}/{total}] {what:<60}");
         }
     };
-    let (chosen, selection) = if algo == Algo::Auto {
-        let sel = compile::auto(
-            &topo,
-            &opts,
-            &sizes,
-            &SimOptions::default(),
-            Some(&progress),
-        )
-        .map_err(req)?;
-        if started.elapsed().as_secs_f64() > 1.0 {
-            eprintln!();
-        }
-        (sel.candidates[sel.overall].clone(), Some(sel))
-    } else {
-        (compile::compile_one(&topo, algo, &opts).map_err(req)?, None)
-    };
-    for f in &chosen.fallbacks {
-        eprintln!("note: skipped {f}");
+    let sel = compile::auto(topo, opts, sizes, &SimOptions::default(), Some(&progress));
+    if shown.load(std::sync::atomic::Ordering::Relaxed) {
+        eprint!("\r{:<80}\r", "");
     }
-    if selection.is_none() {
-        // A faster small-message variant safe only up to a size: say so.
-        if let Ok(Some(small)) = compile::compile_small(&topo, algo, &opts) {
-            if let Some(m) = small.max_size {
-                eprintln!(
-                    "note: for calls up to {m} B, {} is faster at small sizes (its multi-chunk steps deadlock once MSCCL splits them above that size); `rscc synth --topo … -o DIR/` writes it as its own size band",
-                    small.algorithm.name
-                );
-            }
+    sel
+}
+
+/// What `rscc synth` did (its `--json`).
+#[derive(Debug, Serialize)]
+struct SynthOut {
+    topology: String,
+    ranks: usize,
+    files: Vec<FileOut>,
+    table: Vec<ReportRow>,
+    notes: Vec<String>,
+    /// Synthesizers and candidates skipped, and why.
+    skipped: Vec<String>,
+}
+
+/// One file written.
+#[derive(Debug, Serialize)]
+struct FileOut {
+    path: String,
+    schedule: String,
+    min_bytes: u64,
+    /// Inclusive; None: no upper limit.
+    max_bytes: Option<u64>,
+    chunks_per_loop: i64,
+    channels: i64,
+    threadblocks: usize,
+    max_threadblocks_per_rank: usize,
+    steps: usize,
+    /// The aliasing modes the verifier proved.
+    verified: Vec<String>,
+}
+
+impl FileOut {
+    fn new(path: String, c: &Compiled, p: &Program, band: Option<&compile::Band>) -> FileOut {
+        FileOut {
+            path,
+            schedule: c.algorithm.name.clone(),
+            min_bytes: band.map_or(0, |b| b.min_bytes),
+            max_bytes: match band {
+                Some(b) => b.max_bytes,
+                None => c.max_size,
+            },
+            chunks_per_loop: p.nchunksperloop,
+            channels: p.nchannels,
+            threadblocks: p.num_tbs(),
+            max_threadblocks_per_rank: p.max_tbs_per_rank(),
+            steps: p.num_steps(),
+            verified: c.report.modes.iter().map(|m| m.to_string()).collect(),
         }
     }
-    if let Some(sel) = &selection {
-        for s in &sel.skipped {
+}
+
+fn write_bands(sel: &Selection, dir: &Path) -> Result<Vec<FileOut>, CliError> {
+    std::fs::create_dir_all(dir).map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
+    let mut out = Vec::new();
+    for f in sel.band_files() {
+        let path = dir.join(&f.name);
+        write_xml(&f.program, Some(&path))?;
+        let c = &sel.candidates[f.band.candidate];
+        out.push(FileOut::new(
+            path.display().to_string(),
+            c,
+            &f.program,
+            Some(&f.band),
+        ));
+    }
+    Ok(out)
+}
+
+fn print_human(out: &SynthOut, verbose: bool) {
+    for f in &out.files {
+        let band = match (f.min_bytes, f.max_bytes) {
+            (0, None) => String::new(),
+            (lo, hi) => format!(
+                " for {lo} B .. {} B",
+                hi.map(|m| m.to_string()).unwrap_or_else(|| "∞".into())
+            ),
+        };
+        eprintln!(
+            "{}: {}{band} on {} ranks, {} chunks/loop, {} channels, {} threadblocks (max {} per rank), {} steps; verified {}",
+            f.path,
+            f.schedule,
+            out.ranks,
+            f.chunks_per_loop,
+            f.channels,
+            f.threadblocks,
+            f.max_threadblocks_per_rank,
+            f.steps,
+            f.verified.join(" and ")
+        );
+    }
+    if verbose {
+        for s in &out.skipped {
             eprintln!("note: {s}");
         }
     }
-    if to_dir {
-        let sel = selection.as_ref().expect("auto");
-        let dir = a.output.clone().unwrap_or_default();
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
-        for b in &sel.bands {
-            let mut p = sel.candidates[b.candidate].program.clone();
-            p.min_bytes = b.min_bytes as i64;
-            p.max_bytes = Some(match (b.max_bytes, runtime) {
-                (None, Runtime::Executor) => 0,
-                (None, Runtime::Legacy) => LEGACY_MAX,
-                (Some(m), Runtime::Executor) => m as i64,
-                // Legacy's upper bound is exclusive.
-                (Some(m), Runtime::Legacy) => m as i64 + 1,
-            });
-            let name = format!(
-                "rs-{}-{}-{}.xml",
-                sel.candidates[b.candidate].algo.name(),
-                b.min_bytes,
-                b.max_bytes
-                    .map(|m| m.to_string())
-                    .unwrap_or_else(|| "inf".into())
-            );
-            write_xml(&p, Some(&dir.join(&name)))?;
-            eprintln!(
-                "{}: {} for {} B .. {} B",
-                dir.join(&name).display(),
-                sel.candidates[b.candidate].algorithm.name,
-                b.min_bytes,
-                b.max_bytes
-                    .map(|m| m.to_string())
-                    .unwrap_or_else(|| "∞".into())
-            );
-        }
-    } else {
-        write_xml(&chosen.program, a.output.as_deref())?;
-        let p = &chosen.program;
+    if !out.table.is_empty() {
         eprintln!(
-            "{}: {} on {} ranks, {} chunks/loop, {} channels, {} threadblocks (max {} per rank), {} steps; verified {}",
-            a.output.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "stdout".into()),
-            chosen.algorithm.name,
-            p.ngpus,
-            p.nchunksperloop,
-            p.nchannels,
-            p.num_tbs(),
-            p.max_tbs_per_rank(),
-            p.num_steps(),
-            chosen.report.modes.join(" and ")
+            "{:>12} {:>12} {:>10} {:>10} {:>8}",
+            "size(B)", "time(us)", "busbw", "bound%", "x ring"
         );
     }
-    report(&topo, &opts, &chosen, selection.as_ref(), to_dir);
-    Ok(())
-}
-
-/// Legacy maxBytes when there is no upper limit (exclusive): 1 TiB.
-const LEGACY_MAX: i64 = 1 << 40;
-
-fn write_xml(p: &crate::ir::Program, path: Option<&std::path::Path>) -> CliResult {
-    match path {
-        Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
-            let mut w = std::io::BufWriter::new(file);
-            crate::back::msccl_xml::write(p, &mut w)
-                .and_then(|_| w.flush())
-                .map_err(|e| CliError::input(format!("{}: {e}", path.display())))
-        }
-        None => {
-            let stdout = std::io::stdout();
-            let mut w = std::io::BufWriter::new(stdout.lock());
-            crate::back::msccl_xml::write(p, &mut w)
-                .and_then(|_| w.flush())
-                .map_err(|e| CliError::input(format!("stdout: {e}")))
-        }
-    }
-}
-
-/// Predicted busbw at a few sizes, the ratio to the bound and to the ring
-/// (stderr; the same simulator and bound as `rscc simulate`). `per_band`:
-/// each size by the schedule of its band (what `-o DIR/` wrote), else by
-/// `chosen`.
-fn report(
-    topo: &crate::ir::Topology,
-    opts: &CompileOptions,
-    chosen: &Compiled,
-    sel: Option<&compile::Selection>,
-    per_band: bool,
-) {
-    let sizes: Vec<u64> = vec![1 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20, 1 << 30];
-    let so = SimOptions::default();
-    let rows = match sel.filter(|_| per_band) {
-        Some(s) => sizes
-            .iter()
-            .map(|&size| {
-                let b = s
-                    .bands
-                    .iter()
-                    .find(|b| size >= b.min_bytes && b.max_bytes.is_none_or(|m| size <= m))
-                    .expect("the bands cover every size");
-                let prog = &s.candidates[b.candidate].program;
-                sim::report::busbw_table(prog, topo, &[size], &so).map(|mut r| r.remove(0))
-            })
-            .collect(),
-        None => sim::report::busbw_table(&chosen.program, topo, &sizes, &so),
-    };
-    let Ok(rows) = rows else {
-        eprintln!(
-            "note: the simulator could not score this schedule on {}",
-            topo.name
-        );
-        return;
-    };
-    let ring_rows = if chosen.algo == Algo::Ring && !per_band {
-        Some(rows.clone())
-    } else {
-        let ring = match sel.and_then(|s| s.candidates.iter().find(|c| c.algo == Algo::Ring)) {
-            Some(r) => Some(r.clone()),
-            None => compile::compile_one(topo, Algo::Ring, opts).ok(),
-        };
-        ring.and_then(|r| sim::report::busbw_table(&r.program, topo, &sizes, &so).ok())
-    };
-    eprintln!(
-        "{:>12} {:>12} {:>10} {:>10} {:>8}",
-        "size(B)", "time(us)", "busbw", "bound%", "x ring"
-    );
-    for (i, r) in rows.iter().enumerate() {
-        // A one-GPU machine moves nothing: no ratio.
-        let vs_ring = ring_rows
-            .as_ref()
-            .filter(|_| r.time_us > 0.0)
-            .map(|rr| format!("{:.2}", rr[i].time_us / r.time_us))
-            .unwrap_or_else(|| "-".into());
+    for r in &out.table {
         eprintln!(
             "{:>12} {:>12.2} {:>10.2} {:>10} {:>8}",
             r.size_bytes,
@@ -335,25 +373,28 @@ fn report(
             r.bound_ratio
                 .map(|x| format!("{:.1}", 100.0 * x))
                 .unwrap_or_else(|| "-".into()),
-            vs_ring
+            r.vs_ring
+                .map(|x| format!("{x:.2}"))
+                .unwrap_or_else(|| "-".into())
         );
     }
-    if let Some(s) = sel.filter(|_| !per_band) {
-        if s.bands.len() > 1 {
-            let names: Vec<String> = s
-                .bands
-                .iter()
-                .map(|b| {
-                    format!(
-                        "{}≥{}B",
-                        s.candidates[b.candidate].algorithm.name, b.min_bytes
-                    )
-                })
-                .collect();
-            eprintln!(
-                "note: the best schedule depends on the size ({}); write one file per band with -o DIR/",
-                names.join(", ")
-            );
-        }
+    for n in &out.notes {
+        eprintln!("note: {n}");
     }
+}
+
+fn write_xml(p: &Program, path: Option<&Path>) -> CliResult {
+    let res = match path {
+        Some(path) => std::fs::File::create(path).and_then(|file| {
+            let mut w = std::io::BufWriter::new(file);
+            crate::back::msccl_xml::write(p, &mut w).and_then(|_| w.flush())
+        }),
+        None => {
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            crate::back::msccl_xml::write(p, &mut w).and_then(|_| w.flush())
+        }
+    };
+    let name = path.map_or("stdout".into(), |p| p.display().to_string());
+    res.map_err(|e| CliError::input(format!("{name}: {e}")))
 }

@@ -86,9 +86,9 @@ impl Plan {
 /// call per chunk per tile, as MSCCL does per Simple tile.
 pub fn tile_and_merge(chunk: usize, tile: usize, max_cnt: usize, esize: usize) -> (usize, usize) {
     let chunk = chunk.max(1);
-    let simple = (crate::ir::program::SIMPLE_TILE_BYTES as usize / esize.max(1)).max(1);
+    let simple = (crate::ir::msccl::SIMPLE_TILE_BYTES as usize / esize.max(1)).max(1);
     let merge = if chunk <= simple / 2 {
-        (simple / chunk).clamp(1, 71)
+        (simple / chunk).clamp(1, crate::ir::msccl::MAX_CNT)
     } else {
         1
     };

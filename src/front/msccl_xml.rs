@@ -29,25 +29,16 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
-/// Attribute slots the runtime keeps per element (`MSCCL_MAX_ATTR_COUNT`).
-pub const MAX_ATTRS: usize = 16;
-/// Longest element or attribute name the runtime reads (`MAX_STR_LEN - 2`).
-pub const MAX_NAME_LEN: usize = 253;
-/// Longest attribute value that fits the runtime's 256-byte buffer.
-pub const MAX_VALUE_LEN: usize = 254;
-/// The runtime's node table (`MSCCL_MAX_NODES`); it fails as soon as the
-/// table is full and one more node is read, so a rank keeps at most 4095.
-pub const MAX_NODES: usize = 4096;
-/// Children per element (`MSCCL_MAX_SUBS`); the executor does not check it
-/// and overwrites memory beyond.
-pub const MAX_SUBS: usize = 1024;
+use crate::ir::msccl::{
+    MAX_ATTRS, MAX_NAME_LEN, MAX_PARSE_NODES as MAX_NODES, MAX_SUBS, MAX_TBS_PER_CHANNEL,
+    MAX_VALUE_LEN,
+};
+
 /// `cnt` must be below this (`MSCCL_MAX_COUNT`).
-pub const MAX_COUNT: i64 = 72;
+const MAX_COUNT: i64 = crate::ir::msccl::MAX_COUNT as i64;
 /// Largest `chan` the parsers accept (`MAXCHANNELS`; 32 itself is out of
 /// bounds at run time, which the verifier reports).
-pub const MAX_CHAN: i64 = 32;
-/// Threadblocks with a send (recv) peer per channel.
-pub const MAX_TBS_PER_CHANNEL: usize = 32;
+const MAX_CHAN: i64 = crate::ir::msccl::MAX_CHANNELS as i64;
 
 /// Read an MSCCL XML file.
 pub fn load(path: &Path) -> Result<Program, FrontError> {

@@ -8,19 +8,6 @@
 
 use std::fmt;
 
-/// NCCL's default connection buffer (NCCL_BUFFSIZE), bytes.
-pub const NCCL_BUFFSIZE: u64 = 4 << 20;
-/// NCCL's buffer slots per connection (NCCL_STEPS).
-pub const NCCL_STEPS: u32 = 8;
-/// MSCCL's Simple-protocol tile: MSCCL_CHUNKSTEPS = NCCL_STEPS / 2 buffer
-/// steps of NCCL_BUFFSIZE / NCCL_STEPS, 2 MiB (msccl-xml.md §5.3). A
-/// multi-chunk step is one message only while its chunks fit in one; the
-/// simulator, the verifier's buffering model and `flow`'s chunk count all
-/// use it.
-pub const SIMPLE_TILE_BYTES: u64 = (NCCL_STEPS as u64 / 2) * (NCCL_BUFFSIZE / NCCL_STEPS as u64);
-/// Most channels an MSCCL program may use (msccl-xml.md).
-pub const MAX_CHANNELS: usize = 32;
-
 /// The collective a Program implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Collective {
@@ -39,41 +26,7 @@ impl Collective {
     }
 }
 
-/// Which MSCCL runtime a file targets (msccl-xml.md §1, §9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Runtime {
-    /// Azure/msccl-executor-nccl (current).
-    #[default]
-    Executor,
-    /// microsoft/msccl (NCCL 2.12 fork).
-    Legacy,
-}
-
-impl Runtime {
-    /// Steps per threadblock the runtime's parser accepts.
-    pub fn max_steps(self) -> usize {
-        match self {
-            Runtime::Executor => 64,
-            Runtime::Legacy => 256,
-        }
-    }
-    /// Threadblock ids per GPU the parser accepts (exclusive bound).
-    pub fn max_tb_id(self) -> usize {
-        match self {
-            Runtime::Executor => 1024,
-            Runtime::Legacy => 216,
-        }
-    }
-    /// The `coll` attribute string for reduce-scatter.
-    pub fn coll_str(self, c: Collective) -> &'static str {
-        match (self, c) {
-            (Runtime::Executor, Collective::ReduceScatter) => "reducescatter",
-            (Runtime::Legacy, Collective::ReduceScatter) => "reduce_scatter",
-            (_, Collective::AllGather) => "allgather",
-            (_, Collective::AllReduce) => "allreduce",
-        }
-    }
-}
+pub use super::msccl::Runtime;
 
 /// NCCL protocol of every connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -391,19 +344,10 @@ impl Program {
         self.gpus.iter().map(|g| g.tbs.len()).max().unwrap_or(0)
     }
     /// Whether the runtime would use this file for a call of `bytes`
-    /// (nccl-tests' S) by its [minBytes, maxBytes] window: the executor's
-    /// bounds are inclusive and maxBytes 0 means no limit; legacy's upper
-    /// bound is exclusive and defaults to 128 MiB (msccl-xml.md §3, §9).
+    /// (nccl-tests' S) by its [minBytes, maxBytes] window
+    /// ([`Runtime::serves`]).
     pub fn serves(&self, bytes: u64) -> bool {
-        let b = bytes as i128;
-        if b < self.min_bytes as i128 {
-            return false;
-        }
-        match (self.runtime, self.max_bytes) {
-            (Runtime::Executor, None | Some(0)) => true,
-            (Runtime::Executor, Some(m)) => b <= m as i128,
-            (Runtime::Legacy, m) => b < m.unwrap_or(128 << 20) as i128,
-        }
+        self.runtime.serves(self.min_bytes, self.max_bytes, bytes)
     }
 
     /// Chunks per rank's output shard (C / R for reduce-scatter).

@@ -45,9 +45,7 @@ use crate::ir::{
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 
-/// Largest chunks per step.
-const MAX_CNT: usize = 71;
-pub use crate::ir::program::MAX_CHANNELS;
+use crate::ir::msccl::{MAX_CHANNELS, MAX_CNT};
 
 #[derive(Debug, Clone)]
 pub struct LowerOptions {

@@ -19,7 +19,7 @@ use std::fmt;
 pub use engine::simulate;
 pub use report::{busbw_table, Row};
 
-pub use crate::ir::program::{NCCL_BUFFSIZE, NCCL_STEPS, SIMPLE_TILE_BYTES};
+use crate::ir::msccl::{NCCL_BUFFSIZE, NCCL_STEPS, SIMPLE_TILE_BYTES};
 
 /// Knobs of the cost model.
 #[derive(Debug, Clone, PartialEq)]

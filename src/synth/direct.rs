@@ -9,7 +9,47 @@
 //! are spread over channels in windows of 31 so that no channel has more
 //! than 31 peers in one direction (MSCCL allows 32).
 
-use crate::ir::{Algorithm, Spec, Transfer};
+use super::{ready, Context, Offer, SynthError, Synthesizer};
+use crate::ir::{Algorithm, Spec, Topology, Transfer};
+
+/// The direct synthesizer.
+pub struct Direct;
+
+impl Synthesizer for Direct {
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+    fn summary(&self) -> &'static str {
+        "all-pairs: every rank sends straight to each owner"
+    }
+    fn in_auto(&self, ctx: &Context) -> Result<(), String> {
+        if applies(ctx.topo) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} ranks (offered for at most {DIRECT_MAX_RANKS}, with 2(N-1) threadblocks within the SM count)",
+                ctx.ranks()
+            ))
+        }
+    }
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        let spec = Spec::reduce_scatter(ctx.ranks(), ctx.opts.chunks.unwrap_or(1));
+        Ok(Offer::new(vec![ready(direct_algorithm(spec))]))
+    }
+}
+
+/// Most ranks for which `auto` scores the direct schedule: beyond it the
+/// 2(N−1) threadblocks per rank crowd the GPU and the flow simulation of
+/// N(N−1) concurrent transfers dominates `auto`'s time.
+pub const DIRECT_MAX_RANKS: usize = 32;
+
+/// Whether `auto` scores the direct schedule on `topo` (and the mixture
+/// uses it as a family).
+pub fn applies(topo: &Topology) -> bool {
+    let n = topo.num_ranks();
+    let sms = topo.min_sms().map(|s| s as usize).unwrap_or(usize::MAX);
+    (2..=DIRECT_MAX_RANKS).contains(&n) && 2 * (n - 1) <= sms
+}
 
 /// Peers per channel and direction used by the direct schedule.
 const PEERS_PER_CHANNEL: usize = 31;

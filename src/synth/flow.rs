@@ -39,8 +39,71 @@
 //! idle a quarter of the time at 1 GiB: relays waited on children queued
 //! behind other owners' messages.)
 
-use super::mix;
+use super::{mix, Candidate, Context, Offer, SynthError, Synthesizer};
+use crate::ir::msccl::MAX_CHANNELS;
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
+use std::rc::Rc;
+
+/// The flow synthesizer.
+pub struct Flow;
+
+/// A request's flow LP, solved once.
+struct Lp(Result<Rc<FlowLp>, String>);
+
+fn lp(ctx: &Context) -> Result<Rc<FlowLp>, SynthError> {
+    let n = ctx.ranks();
+    if n > FLOW_MAX_RANKS {
+        return Err(SynthError::not_offered(
+            "flow",
+            format!("{n} ranks (offered up to {FLOW_MAX_RANKS}: its LP has about N^3 variables)"),
+        ));
+    }
+    ctx.shared(|c| Lp(solve(c.topo, c.opts.time_limit_s, c.opts.seed).map(Rc::new)))
+        .0
+        .clone()
+        .map_err(|e| SynthError::failed("flow", e))
+}
+
+impl Synthesizer for Flow {
+    fn name(&self) -> &'static str {
+        "flow"
+    }
+    fn summary(&self) -> &'static str {
+        "per-edge reduction LP (bandwidth-optimal over single-route trees)"
+    }
+    /// Scored only where its LP optimum is more than 1 % below the
+    /// mixture's (the families' best), i.e. where it promises more
+    /// bandwidth at large sizes: otherwise the families pipeline better.
+    fn in_auto(&self, ctx: &Context) -> Result<(), String> {
+        let f = lp(ctx).map_err(|e| e.to_string())?;
+        match &mix::lp(ctx).lp {
+            Ok(m) if f.t >= 0.99 * m.t => Err(format!(
+                "its LP optimum ({:.4}) is not 1 % below the mixture's ({:.4}), whose families pipeline better",
+                f.t, m.t
+            )),
+            _ => Ok(()),
+        }
+    }
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        let lp = lp(ctx)?;
+        let c = ctx.opts.chunks.unwrap_or_else(|| lp.chunk_count(ctx.topo));
+        // One channel per owner (at most 32), then halving the channels
+        // while the threadblocks exceed the runtime's limits.
+        let mut lanes = vec![ctx.ranks().min(MAX_CHANNELS)];
+        while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
+            lanes.push(l / 2);
+        }
+        Ok(Offer::new(
+            lanes
+                .into_iter()
+                .map(|lanes| {
+                    let lp = lp.clone();
+                    Box::new(move || lp.algorithm(c, lanes)) as Candidate
+                })
+                .collect(),
+        ))
+    }
+}
 use good_lp::solvers::highs::highs;
 use good_lp::{constraint, variable, Expression, ProblemVariables, Solution, SolverModel};
 use rustc_hash::FxHashMap;
@@ -353,7 +416,7 @@ impl FlowLp {
     /// rounding, 9 chunks, simulates at 35.5 % of the bound; this choice, 2
     /// chunks, at 38.3 %).
     pub fn chunk_count(&self, topo: &Topology) -> usize {
-        let tile = crate::ir::program::SIMPLE_TILE_BYTES as f64;
+        let tile = crate::ir::msccl::SIMPLE_TILE_BYTES as f64;
         let shard = (REFERENCE_BYTES / self.n.max(1) as u64) as f64;
         let mut best = (f64::INFINITY, 1);
         for c in 1..=FLOW_MAX_CHUNKS {

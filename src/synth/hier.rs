@@ -17,7 +17,35 @@
 //! the cut bound needs (docs/algorithms.md), which the LP mixture
 //! (`synth/mix.rs`) finds by mixing m = 0 and m = 1.
 
+use super::{ready, Context, Offer, SynthError, Synthesizer};
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
+
+/// The hierarchical synthesizer.
+pub struct Hier;
+
+impl Synthesizer for Hier {
+    fn name(&self) -> &'static str {
+        "hier"
+    }
+    fn summary(&self) -> &'static str {
+        "hierarchical, NIC-aware (several hosts, or one host's groups)"
+    }
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        let topo = ctx.topo;
+        let hs = groups(topo).ok_or_else(|| {
+            SynthError::not_offered(
+                "hier",
+                format!(
+                    "it needs at least two hosts with the same number (≥ 2) of GPUs, or on one host (4 to {GROUPS_MAX_RANKS} GPUs) groups of the same size that reach each other at a lower route α than the rest (sockets, PCIe switches, hives); {} has {} host(s) and no such groups",
+                    topo.name,
+                    topo.num_hosts()
+                ),
+            )
+        })?;
+        let spec = Spec::reduce_scatter(ctx.ranks(), ctx.opts.chunks.unwrap_or(1));
+        Ok(Offer::new(vec![ready(hier_algorithm(spec, &hs, 0))]))
+    }
+}
 
 /// Hosts as lists of ranks in local order, if every host has the same
 /// number of GPUs (≥ 2) and there are ≥ 2 hosts.

@@ -17,10 +17,125 @@
 //! x*·(S/N). The fractions are rounded to C chunks per shard (largest
 //! remainder); chunk j of every shard follows the family it is assigned to.
 
+use super::{direct, hier, ring, Candidate, Context, Offer, SynthError, Synthesizer};
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
 use good_lp::solvers::highs::highs;
 use good_lp::{constraint, variable, Expression, ProblemVariables, Solution, SolverModel};
 use std::collections::HashMap;
+use std::rc::Rc;
+
+/// The mixture synthesizer.
+pub struct Mix;
+
+/// Largest chunk count the mixture tries when rounding its fractions.
+const MIX_MAX_CHUNKS: usize = 16;
+
+/// A request's families ([`families`]) and their LP's answer, solved once
+/// (the flow synthesizer compares its own optimum with it).
+pub struct MixLp {
+    pub families: Vec<Algorithm>,
+    pub lp: Result<Mixture, String>,
+}
+
+/// The request's mixture LP.
+pub fn lp(ctx: &Context) -> Rc<MixLp> {
+    ctx.shared(|c| {
+        let families = families(c);
+        let lp = solve(c.topo, &families, c.opts.time_limit_s, c.opts.seed);
+        MixLp { families, lp }
+    })
+}
+
+impl Synthesizer for Mix {
+    fn name(&self) -> &'static str {
+        "mix"
+    }
+    fn summary(&self) -> &'static str {
+        "LP mixture of tree families (bandwidth-optimal within them)"
+    }
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        let shared = lp(ctx);
+        let m = shared
+            .lp
+            .as_ref()
+            .map_err(|e| SynthError::failed("mix", e.clone()))?;
+        let chunks = match ctx.opts.chunks {
+            Some(c) => c,
+            None => best_chunk_count(ctx.topo, &shared.families, m),
+        };
+        let counts = round(&m.weights, chunks);
+        // Chunks of a family move together; if that is rejected (a ring
+        // family's multi-chunk steps deadlock once split), each chunk on
+        // its own channels.
+        Ok(Offer::new(
+            [false, true]
+                .into_iter()
+                .map(|spread| {
+                    let (shared, counts) = (shared.clone(), counts.clone());
+                    Box::new(move || combine(&shared.families, &counts, "mix", spread)) as Candidate
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// The tree families the mixture LP combines, one chunk per shard each:
+/// every single ring, the direct schedule (when it applies), and where
+/// `hier` has groups (several hosts, or one host's sockets, PCIe switches
+/// or hives: [`hier::groups`]) the hierarchical schedule with 0 … g−1
+/// group-mates abroad.
+pub fn families(ctx: &Context) -> Vec<Algorithm> {
+    let topo = ctx.topo;
+    let spec = Spec::reduce_scatter(topo.num_ranks(), 1);
+    let mut out = Vec::new();
+    for r in &ring::rings(ctx).0 {
+        let mut a = ring::ring_algorithm(spec, std::slice::from_ref(r));
+        a.name = "ring".into();
+        out.push(a);
+    }
+    if direct::applies(topo) {
+        out.push(direct::direct_algorithm(spec));
+    }
+    if let Some(hs) = hier::groups(topo) {
+        for m in 0..hs[0].len() {
+            out.push(hier::hier_algorithm(spec, &hs, m));
+        }
+    }
+    out
+}
+
+/// Smallest C ≤ MIX_MAX_CHUNKS whose rounding stays within 1 % of the LP
+/// optimum (else the best C found).
+fn best_chunk_count(topo: &Topology, fams: &[Algorithm], m: &Mixture) -> usize {
+    let loads: Vec<_> = fams
+        .iter()
+        .map(|f| link_loads(topo, f).unwrap_or_default())
+        .collect();
+    let util = |counts: &[usize], c: usize| -> f64 {
+        let mut per_link: HashMap<usize, f64> = HashMap::new();
+        for (i, l) in loads.iter().enumerate() {
+            for (&e, &v) in l {
+                *per_link.entry(e).or_default() += v * counts[i] as f64 / c as f64;
+            }
+        }
+        per_link
+            .iter()
+            .map(|(&e, &v)| v / topo.graph[petgraph::graph::EdgeIndex::new(e)].capacity_gbps())
+            .fold(0.0, f64::max)
+    };
+    let mut best = (f64::INFINITY, 1);
+    for c in 1..=MIX_MAX_CHUNKS {
+        let counts = round(&m.weights, c);
+        let u = util(&counts, c);
+        if u <= m.t * 1.01 {
+            return c;
+        }
+        if u < best.0 - 1e-12 {
+            best = (u, c);
+        }
+    }
+    best.1
+}
 
 /// The result of the LP.
 #[derive(Debug, Clone)]

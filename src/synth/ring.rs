@@ -17,9 +17,59 @@
 //! owned by rank o starts at o's successor and is reduced hop by hop until
 //! it reaches o after N−1 steps.
 
+use super::{Context, Offer, SynthError, Synthesizer};
+use crate::ir::msccl::MAX_CHANNELS;
 use crate::ir::{Algorithm, NodeKind, Spec, Topology, Transfer};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
+use std::rc::Rc;
+
+/// The ring synthesizer.
+pub struct Ring;
+
+/// The ring orders of a request's topology ([`find_rings`]), shared with
+/// the mixture's families.
+pub struct Rings(pub Vec<Vec<usize>>);
+
+/// The request's ring orders, found once.
+pub fn rings(ctx: &Context) -> Rc<Rings> {
+    ctx.shared(|c| Rings(find_rings(c.topo)))
+}
+
+impl Synthesizer for Ring {
+    fn name(&self) -> &'static str {
+        "ring"
+    }
+    fn summary(&self) -> &'static str {
+        "NCCL-style rings (the baseline)"
+    }
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        let o = &ctx.opts;
+        if let Some(c) = o.chunks.filter(|&c| c > MAX_CHANNELS) {
+            return Err(SynthError::Options(format!(
+                "--algo ring --chunks {c}: every chunk of a shard gets its own channel (chunks sharing one would move as multi-chunk steps, which deadlock a ring once MSCCL splits them), and MSCCL has at most {MAX_CHANNELS} channels"
+            )));
+        }
+        let n = ctx.ranks();
+        let rings = rings(ctx);
+        // Full ring set first, then halves (fewer channels) as fallbacks;
+        // each is built only when the one before it does not fit.
+        let mut out: Vec<super::Candidate> = Vec::new();
+        let mut r = rings.0.len();
+        loop {
+            let c = o.chunks.unwrap_or(r);
+            let rings = rings.clone();
+            out.push(Box::new(move || {
+                ring_algorithm(Spec::reduce_scatter(n, c), &rings.0[..r])
+            }));
+            if r == 1 {
+                break;
+            }
+            r = r.div_ceil(2);
+        }
+        Ok(Offer::new(out))
+    }
+}
 
 /// Node expansions allowed per Hamiltonian-cycle search.
 const SEARCH_BUDGET: usize = 200_000;
@@ -287,7 +337,6 @@ fn hamiltonian(n: usize, edge: impl Fn(usize, usize) -> bool) -> Option<Vec<usiz
 /// Ring reduce-scatter with the given ring orders and `chunks` chunks per
 /// shard (at most `rings.len()` rings are used: one per chunk block).
 pub fn ring_algorithm(spec: Spec, rings: &[Vec<usize>]) -> Algorithm {
-    use crate::ir::program::MAX_CHANNELS;
     let n = spec.ranks;
     let c = spec.chunks;
     let r = rings.len().min(c).max(1);

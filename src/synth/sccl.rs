@@ -19,6 +19,7 @@
 // Rank × rank matrices read more clearly with index loops.
 #![allow(clippy::needless_range_loop)]
 
+use super::{ready, Context, Offer, SynthError, Synthesizer};
 use crate::ir::{Algorithm, NodeKind, Spec, Topology, Transfer};
 use good_lp::solvers::highs::highs;
 use good_lp::{
@@ -27,6 +28,58 @@ use good_lp::{
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
+
+/// The SCCL-model synthesizer: the Pareto frontier up to `--chunks`
+/// (default 6) chunks per rank, candidates bandwidth-best first (lowest
+/// R/C, then fewest steps).
+pub struct Sccl;
+
+impl Synthesizer for Sccl {
+    fn name(&self) -> &'static str {
+        "sccl"
+    }
+    fn summary(&self) -> &'static str {
+        "exact SCCL-model search (unit link capacities; ≤ 16 ranks)"
+    }
+    fn in_auto(&self, _ctx: &Context) -> Result<(), String> {
+        Err("by name only: its model has unit link capacities and its search takes minutes".into())
+    }
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        let o = &ctx.opts;
+        let fail = |e: SearchError| SynthError::failed("sccl", e.to_string());
+        let caps = UnitTopology::from_topology(ctx.topo).map_err(fail)?;
+        let chunks = o.chunks.unwrap_or(6);
+        let limit = Duration::from_secs_f64(o.time_limit_s);
+        let rep = search(&caps, SccCollective::ReduceScatter, chunks, limit).map_err(fail)?;
+        let front = rep.frontier();
+        let mut sched: Vec<&Schedule> = rep
+            .found
+            .iter()
+            .filter(|s| front.contains(&s.point))
+            .collect();
+        sched.sort_by(|a, b| {
+            let (pa, pb) = (a.point, b.point);
+            (pa.rounds * pb.chunks)
+                .cmp(&(pb.rounds * pa.chunks))
+                .then(pa.steps.cmp(&pb.steps))
+        });
+        if sched.is_empty() {
+            return Err(SynthError::failed(
+                "sccl",
+                format!(
+                    "no schedule found within {chunks} chunks and {} s",
+                    o.time_limit_s
+                ),
+            ));
+        }
+        Ok(Offer::new(
+            sched
+                .into_iter()
+                .map(|s| ready(to_reduce_scatter(s)))
+                .collect(),
+        ))
+    }
+}
 
 /// Largest rank count the search accepts (the cut bound enumerates subsets).
 pub const MAX_RANKS: usize = 16;

@@ -29,9 +29,79 @@
 //! with slack move as one message (lowering's runs). On rings that is
 //! within 1.07 × the α-aware bound at 64 KiB, safe below 32 MiB.
 
+use super::{Candidate, Context, Offer, SynthError, Synthesizer};
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
+use std::rc::Rc;
+
+/// The latency-tree synthesizer.
+pub struct Tree;
+
+/// Most ranks for which `auto` scores latency trees (their hop graph and
+/// the simulation of their many messages grow quickly with N).
+pub const AUTO_MAX_RANKS: usize = super::direct::DIRECT_MAX_RANKS;
+
+/// A request's hop graph ([`offered`]), built once.
+struct Hops(Result<Rc<HopGraph>, String>);
+
+fn hop_graph(ctx: &Context) -> Result<Rc<HopGraph>, SynthError> {
+    ctx.shared(|c| Hops(offered(c.topo).map(Rc::new)))
+        .0
+        .clone()
+        .map_err(|why| SynthError::not_offered("tree", why))
+}
+
+impl Synthesizer for Tree {
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+    fn summary(&self) -> &'static str {
+        "fewest-hop reduction trees (topologies with non-neighbour ranks)"
+    }
+    fn in_auto(&self, ctx: &Context) -> Result<(), String> {
+        if ctx.ranks() > AUTO_MAX_RANKS {
+            return Err(format!(
+                "{} ranks (scored up to {AUTO_MAX_RANKS})",
+                ctx.ranks()
+            ));
+        }
+        Ok(())
+    }
+    /// `--chunks c`: c classes of one chunk. By default graded classes
+    /// (GRADES groups of the default class count k), then fewer groups,
+    /// then k equal classes, then one class: each a fallback for when the
+    /// one before exceeds the runtime's limits (DGX-1's 80 SMs hold two
+    /// groups, not three) or is rejected by the verifier (rings:
+    /// multi-chunk sends start every chain). All are built from one hop
+    /// graph, each only when the driver asks for it. The small-message
+    /// candidate is the pieced member ([`HopGraph::pieced`]), whose slack
+    /// branches move as multi-chunk steps.
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        let g = hop_graph(ctx)?;
+        let n = ctx.ranks();
+        let mut offer = Offer::default();
+        if let Some(c) = ctx.opts.chunks {
+            offer
+                .candidates
+                .push(Box::new(move || g.algorithm(Spec::reduce_scatter(n, c))));
+            return Ok(offer);
+        }
+        let k = g.default_classes();
+        for grades in (2..=GRADES).rev() {
+            let g = g.clone();
+            offer.candidates.push(Box::new(move || g.graded(k, grades)));
+        }
+        for k in [k, 1].into_iter().take(if k > 1 { 2 } else { 1 }) {
+            let g = g.clone();
+            offer
+                .candidates
+                .push(Box::new(move || g.algorithm(Spec::reduce_scatter(n, k))) as Candidate);
+        }
+        offer.small.push(Box::new(move || g.pieced(k, &PIECES)));
+        Ok(offer)
+    }
+}
 
 /// The hop graph the trees grow on, computed once per topology: the width
 /// of every direct-neighbour hop, each rank's candidate parents, every
@@ -412,12 +482,6 @@ pub fn offered(topo: &Topology) -> Result<HopGraph, String> {
     HopGraph::from_hops(n, &hops, topo).ok_or_else(|| {
         "the GPUs' links do not connect every rank (trees grow over GPU-to-GPU links, not through switches or PCIe)".into()
     })
-}
-
-/// Why latency trees are not offered on `topo`, or None when they are
-/// ([`offered`]).
-pub fn not_offered(topo: &Topology) -> Option<String> {
-    offered(topo).err()
 }
 
 /// Whether latency trees are offered: some pair of ranks has no link,

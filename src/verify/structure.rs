@@ -5,16 +5,14 @@ use super::{at, VerifyError, VerifyOptions};
 use crate::ir::{Buf, Collective, Program, StepKind};
 use std::collections::HashMap;
 
+use crate::ir::msccl;
+
 /// Most TBs with a send (or receive) peer on one channel.
-const MAX_PEER_TBS_PER_CHAN: usize = 32;
-/// Largest `cnt`.
-const MAX_CNT: i64 = 71;
-/// Dependency-target TB ids are stored in an int8.
-const MAX_DEP_TARGET_TB: i64 = 127;
-/// Per-rank parse nodes.
-const MAX_PARSE_NODES: usize = 4096;
-/// Offsets are int16.
-const MAX_OFF: i64 = 32767;
+const MAX_PEER_TBS_PER_CHAN: usize = msccl::MAX_TBS_PER_CHANNEL;
+const MAX_CNT: i64 = msccl::MAX_CNT as i64;
+const MAX_DEP_TARGET_TB: i64 = msccl::MAX_DEP_TARGET_TB as i64;
+const MAX_PARSE_NODES: usize = msccl::MAX_PARSE_NODES;
+const MAX_OFF: i64 = msccl::MAX_CHUNKS_PER_LOOP as i64;
 
 /// Map rank → index into `p.gpus`, and per GPU TB id → index. Only valid
 /// after `check` passed.

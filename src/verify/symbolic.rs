@@ -818,7 +818,7 @@ pub(crate) fn one_message_up_to(p: &Program) -> (u64, u64) {
         .map(|s| s.cnt.max(1) as u64)
         .max()
         .unwrap_or(1);
-    let tile = crate::ir::program::SIMPLE_TILE_BYTES;
+    let tile = crate::ir::msccl::SIMPLE_TILE_BYTES;
     let chunks = p.nchunksperloop.max(1) as u64;
     (max_cnt, tile * chunks / max_cnt)
 }

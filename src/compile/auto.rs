@@ -1,0 +1,277 @@
+//! `--algo auto`: compile every registered synthesizer that `auto`
+//! scores, simulate each candidate at every size, and choose per size
+//! band. The ring is always a candidate, so the choice is never slower
+//! than the ring at any scored size.
+
+use super::{compile_offer, small, CompileError, CompileOptions, Compiled};
+use crate::ir::{Program, Topology};
+use crate::sim::{self, SimOptions};
+use crate::synth::{Algo, Context, Offer, REGISTRY};
+
+/// Sizes `auto` scores by default: 1 KiB … 4 GiB in steps of 4×.
+pub fn default_sizes() -> Vec<u64> {
+    (0..12).map(|i| 1024u64 << (2 * i)).collect()
+}
+
+/// A size band of the selection: [min_bytes, max_bytes] (inclusive; the
+/// last band's max is None = unbounded) and the winning candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Band {
+    pub min_bytes: u64,
+    pub max_bytes: Option<u64>,
+    pub candidate: usize,
+}
+
+/// The outcome of `--algo auto`.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub sizes: Vec<u64>,
+    /// Every candidate that compiled (the ring first).
+    pub candidates: Vec<Compiled>,
+    /// `times_us[c][s]`: simulated time of candidate c at size s.
+    pub times_us: Vec<Vec<f64>>,
+    /// Best candidate per size.
+    pub winners: Vec<usize>,
+    pub bands: Vec<Band>,
+    /// Best candidate over the whole range.
+    pub overall: usize,
+    /// Algorithms that did not apply or fit, with the reason.
+    pub skipped: Vec<String>,
+}
+
+/// Progress callback: (done, total, what).
+pub type Progress<'a> = &'a (dyn Fn(usize, usize, &str) + Sync);
+
+/// Compile every applicable algorithm, simulate each at every size, and
+/// choose per size. The ring is always a candidate, so the choice is never
+/// slower than the ring at any scored size.
+pub fn auto(
+    topo: &Topology,
+    opts: &CompileOptions,
+    sizes: &[u64],
+    simopts: &SimOptions,
+    progress: Option<Progress>,
+) -> Result<Selection, CompileError> {
+    if sizes.is_empty() {
+        return Err(CompileError::Request("no sizes to score".into()));
+    }
+    let ctx = Context::new(topo, &opts.synth)?;
+    let mut candidates: Vec<Compiled> = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, (a, syn)) in REGISTRY.into_iter().enumerate() {
+        if let Some(p) = progress {
+            p(i, REGISTRY.len() + 1, &format!("synthesizing {}", a.name()));
+        }
+        if let Err(why) = syn.in_auto(&ctx) {
+            skipped.push(format!("{}: not scored: {why}", a.name()));
+            continue;
+        }
+        let mut found = Vec::new();
+        let offer = match syn.offer(&ctx) {
+            Ok(o) => o,
+            // The ring is the baseline: it must serve every request.
+            Err(e) if a != Algo::Ring => {
+                skipped.push(e.to_string());
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Offer {
+            candidates: cands,
+            small: smalls,
+            search,
+        } = offer;
+        match compile_offer(&ctx, a, cands, search, opts) {
+            Ok(y) => {
+                found.push(y.main);
+                found.extend(y.extras);
+            }
+            Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
+            Err(e) => return Err(e),
+        }
+        match small(&ctx, a, smalls, opts) {
+            Ok(c) => found.extend(c),
+            Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
+            Err(e) => return Err(e),
+        }
+        for c in found {
+            // A candidate identical to an earlier one (e.g. a mixture
+            // that puts all weight on one family) is not scored twice.
+            let same = |x: &Compiled| {
+                let mut p = x.program.clone();
+                p.name = c.program.name.clone();
+                p.max_bytes = c.program.max_bytes;
+                p == c.program
+            };
+            match candidates.iter().find(|x| same(x)) {
+                Some(x) => skipped.push(format!(
+                    "{}: the same schedule as {}",
+                    c.algorithm.name, x.algorithm.name
+                )),
+                None => candidates.push(c),
+            }
+        }
+    }
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    // Every (candidate, size) run is independent: simulate them on the
+    // available cores, largest programs first for balance.
+    let mut jobs: Vec<(usize, usize)> = (0..candidates.len())
+        .flat_map(|ci| (0..sorted.len()).map(move |si| (ci, si)))
+        .collect();
+    jobs.sort_by_key(|&(ci, si)| {
+        (
+            std::cmp::Reverse(candidates[ci].program.num_steps()),
+            ci,
+            si,
+        )
+    });
+    let total = jobs.len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let results = crate::par::map(&jobs, |&(ci, si)| {
+        let c = &candidates[ci];
+        // Scored only below its limit: its band ends one byte below it.
+        if c.max_size.is_some_and(|m| sorted[si] >= m) {
+            return Ok(f64::INFINITY);
+        }
+        let r = sim::simulate(&c.program, topo, sorted[si], simopts);
+        let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(p) = progress {
+            p(
+                k + 1,
+                total,
+                &format!("simulated {} at {} B", c.algo.name(), sorted[si]),
+            );
+        }
+        r.map(|r| r.time_us)
+            .map_err(|e| CompileError::Internal(format!("simulating {}: {e}", c.algo.name())))
+    });
+    let mut times_us = vec![vec![0.0; sorted.len()]; candidates.len()];
+    for (&(ci, si), r) in jobs.iter().zip(results) {
+        times_us[ci][si] = r?;
+    }
+    let winners: Vec<usize> = (0..sorted.len())
+        .map(|si| {
+            (0..candidates.len())
+                .min_by(|&a, &b| times_us[a][si].total_cmp(&times_us[b][si]).then(a.cmp(&b)))
+                .unwrap_or(0)
+        })
+        .collect();
+    // Bands: a new band starts at the first size a different candidate
+    // wins, or at the size limit of a schedule safe only up to one (its
+    // band ends one byte below the limit, so a legacy file's exclusive
+    // upper bound is the limit itself; scored sizes above the limit never
+    // pick it).
+    let mut bands: Vec<Band> = Vec::new();
+    for (si, &w) in winners.iter().enumerate() {
+        match bands.last_mut() {
+            Some(b) if b.candidate == w => {}
+            Some(b) => {
+                let end = candidates[b.candidate]
+                    .max_size
+                    .map_or(sorted[si] - 1, |m| (m - 1).min(sorted[si] - 1));
+                b.max_bytes = Some(end);
+                bands.push(Band {
+                    min_bytes: end + 1,
+                    max_bytes: None,
+                    candidate: w,
+                });
+            }
+            None => bands.push(Band {
+                min_bytes: 0,
+                max_bytes: None,
+                candidate: w,
+            }),
+        }
+    }
+    if let Some(m) = bands.last().and_then(|b| candidates[b.candidate].max_size) {
+        // The largest scored size is within the limit: above it, the best
+        // schedule that runs at every size (at the largest scored size).
+        bands.last_mut().expect("a band").max_bytes = Some(m - 1);
+        let last = sorted.len() - 1;
+        let w = (0..candidates.len())
+            .filter(|&c| candidates[c].max_size.is_none())
+            .min_by(|&a, &b| {
+                times_us[a][last]
+                    .total_cmp(&times_us[b][last])
+                    .then(a.cmp(&b))
+            })
+            .expect("the ring runs at every size");
+        bands.push(Band {
+            min_bytes: m,
+            max_bytes: None,
+            candidate: w,
+        });
+    }
+    // One schedule for every size: the least total time over the scored
+    // sizes, i.e. the least expected time when each scored size is equally
+    // likely. (A geometric mean of ratios to the best per size, used
+    // before, let a schedule 3.5x faster at the small sizes but 1.7x slower
+    // from 1 MiB up win on DGX-1 — where the time is spent.)
+    let overall = (0..candidates.len())
+        .filter(|&c| candidates[c].max_size.is_none())
+        .min_by(|&a, &b| {
+            let total = |c: usize| -> f64 { times_us[c].iter().sum() };
+            total(a).total_cmp(&total(b)).then(a.cmp(&b))
+        })
+        .unwrap_or(0);
+    Ok(Selection {
+        sizes: sorted,
+        candidates,
+        times_us,
+        winners,
+        bands,
+        overall,
+        skipped,
+    })
+}
+
+/// One file of a band directory (`rscc synth -o DIR/`).
+#[derive(Debug, Clone)]
+pub struct BandFile {
+    /// File name: `rs-<algo>-<minBytes>-<maxBytes|inf>.xml`.
+    pub name: String,
+    pub band: Band,
+    /// The band's schedule with its `minBytes`/`maxBytes` written for its
+    /// runtime ([`Runtime::encode_max_bytes`]).
+    pub program: Program,
+}
+
+impl Selection {
+    /// The band a size (nccl-tests' S) falls in.
+    pub fn band_of(&self, size: u64) -> &Band {
+        self.bands
+            .iter()
+            .find(|b| size >= b.min_bytes && b.max_bytes.is_none_or(|m| size <= m))
+            .expect("the bands cover every size")
+    }
+
+    /// The band directory: one file per band, its schedule limited to the
+    /// band, named so that the names say which algorithm serves which
+    /// sizes.
+    pub fn band_files(&self) -> Vec<BandFile> {
+        self.bands
+            .iter()
+            .map(|b| {
+                let c = &self.candidates[b.candidate];
+                let mut program = c.program.clone();
+                program.min_bytes = b.min_bytes as i64;
+                program.max_bytes = Some(program.runtime.encode_max_bytes(b.max_bytes));
+                let name = format!(
+                    "rs-{}-{}-{}.xml",
+                    c.algo.name(),
+                    b.min_bytes,
+                    b.max_bytes
+                        .map(|m| m.to_string())
+                        .unwrap_or_else(|| "inf".into())
+                );
+                BandFile {
+                    name,
+                    band: b.clone(),
+                    program,
+                }
+            })
+            .collect()
+    }
+}

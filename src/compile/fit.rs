@@ -1,0 +1,99 @@
+//! First fit: a synthesizer's candidates in order, the first that lowers
+//! within the runtime's limits (and the GPUs' SM count) and passes the
+//! verifier. A candidate the verifier rejects is never emitted; the next
+//! one is tried and the reason kept in [`Compiled::fallbacks`].
+
+use super::{CompileError, CompileOptions, Compiled};
+use crate::ir::{Program, Topology};
+use crate::lower::{self, LowerError};
+use crate::synth::{Algo, Candidate};
+use crate::verify::{self, VerifyOptions, VerifyReport};
+
+/// The first of `cands` that fits. With `limited`, a candidate that
+/// deadlocks only once MSCCL splits its multi-chunk steps is taken with
+/// `maxBytes` set to where the split starts (and `max_size` saying so).
+pub fn first_fit(
+    topo: &Topology,
+    algo: Algo,
+    cands: Vec<Candidate>,
+    opts: &CompileOptions,
+    limited: bool,
+) -> Result<Compiled, CompileError> {
+    let lopts = opts.lower_options(topo, algo);
+    let vopts = VerifyOptions {
+        max_tbs: topo.min_sms().map(|s| s as usize),
+    };
+    let mut fallbacks = Vec::new();
+    for cand in cands {
+        let alg = cand();
+        let program = match lower::lower(&alg, &lopts) {
+            Ok(p) => p,
+            Err(LowerError::Limits(m)) => {
+                fallbacks.push(format!("{}: {m}", alg.name));
+                continue;
+            }
+            Err(LowerError::Algorithm(m)) => {
+                return Err(CompileError::Internal(format!(
+                    "{} is not a valid algorithm: {m}",
+                    alg.name
+                )))
+            }
+        };
+        if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
+            fallbacks.push(format!(
+                "{}: {} threadblocks per rank exceed the GPU's {m} SMs",
+                alg.name,
+                program.max_tbs_per_rank()
+            ));
+            continue;
+        }
+        let (program, report, max_size) = match verify::verify(&program, &vopts) {
+            Ok(r) => (program, r, None),
+            Err(e) => match size_limited(program, &vopts, limited, &e) {
+                Some((p, r, m)) => (p, r, Some(m)),
+                None => {
+                    fallbacks.push(format!("{}: rejected by the verifier: {e}", alg.name));
+                    continue;
+                }
+            },
+        };
+        return Ok(Compiled {
+            algo,
+            algorithm: alg,
+            program,
+            report,
+            fallbacks,
+            max_size,
+        });
+    }
+    Err(CompileError::NoFit {
+        algo: algo.name(),
+        reasons: fallbacks,
+    })
+}
+
+/// A program the verifier rejected for a deadlock, made safe by a
+/// `maxBytes` that keeps every multi-chunk step one message (when
+/// `allowed`, the deadlock needs the split, and the program's own
+/// `maxBytes` does not already forbid larger sizes).
+fn size_limited(
+    mut program: Program,
+    vopts: &VerifyOptions,
+    allowed: bool,
+    e: &verify::VerifyError,
+) -> Option<(Program, VerifyReport, u64)> {
+    if !allowed || e.rule != "deadlock" {
+        return None;
+    }
+    let limit = verify::one_message_up_to(&program)?;
+    let limit = match program.max_bytes {
+        Some(m) if m > 0 => limit.min(m as u64),
+        _ => limit,
+    };
+    if (limit as i64) < program.min_bytes.max(1) {
+        return None;
+    }
+    program.max_bytes = Some(limit as i64);
+    let report = verify::verify(&program, vopts).ok()?;
+    Some((program, report, limit))
+}

@@ -1,0 +1,250 @@
+//! The driver: synthesize → lower → verify, the one path every emitted
+//! schedule takes (nothing leaves here unverified).
+//!
+//! - [`fit`]: a synthesizer's candidates in order, the first that lowers
+//!   within the runtime's limits and passes the verifier.
+//! - [`search`]: a synthesizer's [`Search`](crate::synth::Search) run with
+//!   the driver's score (lower with the request's options, simulate).
+//! - [`auto`]: every registered synthesizer compiled, each candidate scored
+//!   in the simulator across the size range, the best per size band.
+
+pub mod auto;
+pub mod fit;
+pub mod report;
+pub mod search;
+
+pub use auto::{auto, default_sizes, Band, BandFile, Progress, Selection};
+
+use crate::ir::{Algorithm, Program, Proto, Runtime, Topology};
+use crate::lower::LowerOptions;
+use crate::synth::{Algo, Context, Offer, SynthError, SynthOptions};
+use crate::verify::VerifyReport;
+
+/// What the driver compiles: one synthesizer, or every one with the
+/// best per size band.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Every registered synthesizer `auto` scores, the best per size.
+    Auto,
+    /// One synthesizer.
+    One(Algo),
+}
+
+impl Mode {
+    /// `auto` or a registered synthesizer's name.
+    pub fn parse(s: &str) -> Option<Mode> {
+        if s == "auto" {
+            Some(Mode::Auto)
+        } else {
+            Algo::parse(s).map(Mode::One)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    pub mode: Mode,
+    pub synth: SynthOptions,
+    pub proto: Proto,
+    pub runtime: Runtime,
+    pub inplace: bool,
+    pub outofplace: bool,
+    pub min_bytes: i64,
+    pub max_bytes: i64,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            mode: Mode::Auto,
+            synth: SynthOptions::default(),
+            proto: Proto::Simple,
+            runtime: Runtime::Executor,
+            inplace: true,
+            outofplace: true,
+            min_bytes: 0,
+            max_bytes: 0,
+        }
+    }
+}
+
+impl CompileOptions {
+    /// One algorithm with a chunk count (tests, scripts).
+    pub fn algo(algo: Algo, chunks: Option<usize>) -> Self {
+        let mut o = CompileOptions {
+            mode: Mode::One(algo),
+            ..Default::default()
+        };
+        o.synth.chunks = chunks;
+        o
+    }
+
+    /// The lowering options of this request for a schedule of `algo`.
+    pub fn lower_options(&self, topo: &Topology, algo: Algo) -> LowerOptions {
+        LowerOptions {
+            name: format!(
+                "rscc_{}_{}_{}",
+                algo.name(),
+                sanitize(&topo.name),
+                topo.num_ranks()
+            ),
+            proto: self.proto,
+            runtime: self.runtime,
+            inplace: self.inplace,
+            outofplace: self.outofplace,
+            min_bytes: self.min_bytes,
+            max_bytes: self.max_bytes,
+        }
+    }
+}
+
+/// A verified schedule and where it came from.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub algo: Algo,
+    pub algorithm: Algorithm,
+    pub program: Program,
+    pub report: VerifyReport,
+    /// Candidates dropped for exceeding runtime limits, with the reason.
+    pub fallbacks: Vec<String>,
+    /// The largest size (nccl-tests' S) the schedule may run at, when it is
+    /// safe only up to a size: its multi-chunk steps deadlock once MSCCL
+    /// splits them into one message per chunk, so `maxBytes` says where
+    /// the split starts (docs/verifier.md). None: every size.
+    pub max_size: Option<u64>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CompileError {
+    /// The synthesizer cannot serve the request (bad options, not
+    /// offered for the topology, its solver found nothing).
+    #[error(transparent)]
+    Synth(#[from] SynthError),
+    /// No candidate fits the runtime's limits and passes the verifier.
+    #[error("{algo}: no candidate fits the runtime's limits and passes the verifier: {}", .reasons.join("; "))]
+    NoFit {
+        algo: &'static str,
+        reasons: Vec<String>,
+    },
+    /// The request is malformed (no sizes to score).
+    #[error("{0}")]
+    Request(String),
+    /// rscc produced a schedule its own verifier rejects, or the
+    /// simulator cannot run: a bug.
+    #[error("internal error (please report): {0}")]
+    Internal(String),
+}
+
+impl CompileError {
+    /// Whether the request, not rscc, is at fault (exit code 2).
+    pub fn is_request(&self) -> bool {
+        !matches!(self, CompileError::Internal(_))
+    }
+}
+
+/// Synthesize, lower and verify a reduce-scatter for `topo`. With
+/// [`Mode::Auto`] the candidate that is best across the default size range
+/// (least total time over the scored sizes) is returned.
+pub fn compile(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, CompileError> {
+    match opts.mode {
+        Mode::Auto => {
+            let sel = auto(topo, opts, &default_sizes(), &Default::default(), None)?;
+            let w = sel.overall;
+            Ok(sel.candidates.into_iter().nth(w).expect("winner index"))
+        }
+        Mode::One(algo) => compile_one(topo, algo, opts),
+    }
+}
+
+/// Everything one synthesizer yields for a request, compiled.
+pub struct Yield {
+    /// The schedule for every size.
+    pub main: Compiled,
+    /// A search's further schedules that fit (for `auto` to score).
+    pub extras: Vec<Compiled>,
+}
+
+/// Compile one synthesizer: its candidates in order (or its search's),
+/// the first that fits at every size.
+pub fn compile_one(
+    topo: &Topology,
+    algo: Algo,
+    opts: &CompileOptions,
+) -> Result<Compiled, CompileError> {
+    let ctx = Context::new(topo, &opts.synth)?;
+    let offer = algo.synthesizer().offer(&ctx)?;
+    compile_offer(&ctx, algo, offer.candidates, offer.search, opts).map(|y| y.main)
+}
+
+/// The synthesizer's small-message candidate, if it has one — possibly
+/// safe only up to a size (`max_size`); an error when it has one and none
+/// fits.
+pub fn compile_small(
+    topo: &Topology,
+    algo: Algo,
+    opts: &CompileOptions,
+) -> Result<Option<Compiled>, CompileError> {
+    let ctx = Context::new(topo, &opts.synth)?;
+    let offer = algo.synthesizer().offer(&ctx)?;
+    small(&ctx, algo, offer.small, opts)
+}
+
+/// A synthesizer's schedule for one algorithm and, where it has one, its
+/// small-message schedule (`None` when it has none; the error when none
+/// of them fits), from one offer.
+pub fn compile_with_small(
+    topo: &Topology,
+    algo: Algo,
+    opts: &CompileOptions,
+) -> Result<(Compiled, Option<Result<Compiled, CompileError>>), CompileError> {
+    let ctx = Context::new(topo, &opts.synth)?;
+    let Offer {
+        candidates,
+        small: smalls,
+        search,
+    } = algo.synthesizer().offer(&ctx)?;
+    let main = compile_offer(&ctx, algo, candidates, search, opts)?.main;
+    Ok((main, small(&ctx, algo, smalls, opts).transpose()))
+}
+
+fn small(
+    ctx: &Context,
+    algo: Algo,
+    cands: Vec<crate::synth::Candidate>,
+    opts: &CompileOptions,
+) -> Result<Option<Compiled>, CompileError> {
+    if cands.is_empty() {
+        return Ok(None);
+    }
+    fit::first_fit(ctx.topo, algo, cands, opts, true).map(Some)
+}
+
+/// An offer's candidates (or its search's) compiled.
+pub(crate) fn compile_offer(
+    ctx: &Context,
+    algo: Algo,
+    candidates: Vec<crate::synth::Candidate>,
+    search: Option<Box<dyn crate::synth::Search>>,
+    opts: &CompileOptions,
+) -> Result<Yield, CompileError> {
+    match search {
+        Some(s) => search::run(ctx, algo, s, opts),
+        None => Ok(Yield {
+            main: fit::first_fit(ctx.topo, algo, candidates, opts, false)?,
+            extras: Vec::new(),
+        }),
+    }
+}
+
+/// Keep names to [A-Za-z0-9_.-] (msccl-xml.md §2).
+pub fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,63 @@
+//! A synthesizer's [`Search`] run with the driver's score: each plan is
+//! lowered with the request's options and simulated at the search's size
+//! (per-rank end times); a plan over the GPU's SM count scores above every
+//! plan within it, by its excess, and one that cannot be lowered, ∞. The
+//! budget is `--evals` schedules, else the search's own [`Budget`] (so the
+//! same input gives the same schedule on any machine), and `--time-limit`.
+//! The search's candidates then take the first-fit path every candidate
+//! takes.
+
+use super::{fit, CompileError, CompileOptions, Yield};
+use crate::ir::Algorithm;
+use crate::lower;
+use crate::sim::{self, SimOptions};
+use crate::synth::{Algo, Budget, Context, Search};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub(crate) fn run(
+    ctx: &Context,
+    algo: Algo,
+    search: Box<dyn Search>,
+    opts: &CompileOptions,
+) -> Result<Yield, CompileError> {
+    let topo = ctx.topo;
+    let lopts = opts.lower_options(topo, algo);
+    let sms = topo.min_sms().map(|s| s as usize);
+    let simopts = SimOptions::default();
+    let size = search.score_size();
+    let Budget { evals, steps } = search.budget();
+    // Program steps lowered so far: the default budget's measure of work.
+    let work = AtomicUsize::new(0);
+    let score = |a: &Algorithm| -> Result<Vec<f64>, f64> {
+        let p = lower::lower(a, &lopts).map_err(|_| f64::INFINITY)?;
+        work.fetch_add(p.num_steps(), Ordering::Relaxed);
+        if let Some(m) = sms.filter(|&m| p.max_tbs_per_rank() > m) {
+            return Err((p.max_tbs_per_rank() - m) as f64);
+        }
+        let r = sim::simulate(&p, topo, size, &simopts).map_err(|_| f64::INFINITY)?;
+        Ok(r.rank_end_us)
+    };
+    // The request's checks bound the limit, so the deadline cannot overflow.
+    let deadline = Instant::now() + Duration::from_secs_f64(ctx.opts.time_limit_s);
+    let asked = ctx.opts.evals;
+    let stop = |spent: usize| {
+        let spent_all = match asked {
+            Some(e) => spent >= e,
+            None => spent >= evals || work.load(Ordering::Relaxed) >= steps,
+        };
+        spent_all || Instant::now() >= deadline
+    };
+    let found = search.run(&stop, &score);
+    let main = fit::first_fit(topo, algo, found.candidates, opts, true)?;
+    // Extras are offered only where they fit.
+    let mut extras = Vec::new();
+    for c in found.extras {
+        match fit::first_fit(topo, algo, vec![c], opts, true) {
+            Ok(c) => extras.push(c),
+            Err(e) if e.is_request() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Yield { main, extras })
+}
