@@ -411,7 +411,7 @@ fn mi300x_is_a_full_xgmi_mesh() {
 fn gpu_option_sets_the_per_link_bandwidth() {
     let f = data("nvidia-smi-topo/GCP-A4-B200_8GPU_8xRoCE_google-dranet-gke-rdma.txt");
     let opts = ImportOptions {
-        gpu: import::gpu_model("b200"),
+        gpu: rscc::ir::hardware::gpu_model("b200"),
         ..Default::default()
     };
     let r = import::import_file(&f, &opts).unwrap();

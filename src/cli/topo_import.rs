@@ -43,10 +43,10 @@ pub fn options(
 ) -> Result<ImportOptions, CliError> {
     let gpu = match gpu {
         None => None,
-        Some(g) => Some(import::gpu_model(g).ok_or_else(|| {
+        Some(g) => Some(crate::ir::hardware::gpu_model(g).ok_or_else(|| {
             CliError::input(format!(
                 "--gpu {g}: unknown GPU model (known: {})",
-                import::gpu_model_names()
+                crate::ir::hardware::gpu_model_names()
             ))
         })?),
     };

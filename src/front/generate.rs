@@ -52,17 +52,10 @@ pub struct GenParams {
     pub sms: Option<u32>,
 }
 
-/// Per-direction bandwidth of one NVLink 2/3/4 link, GB/s (topologies.md §1).
-pub const NVLINK_GBPS: f64 = 25.0;
-/// PCIe Gen4 ×16 hardware rate per direction: 16 GT/s × 16 lanes × 128/130 / 8.
-pub const PCIE_GEN4_X16_GBPS: f64 = 31.5;
-/// PCIe Gen5 ×16 hardware rate per direction: 32 GT/s × 16 lanes × 128/130 / 8.
-pub const PCIE_GEN5_X16_GBPS: f64 = 63.0;
-/// PCIe α, µs (topologies.md §3, default α–β table: "PCIe ≈1 µs").
-pub const PCIE_ALPHA_US: f64 = 1.0;
-/// α of one NIC ↔ rail-switch IB link, µs: TE-CCL's IB α (topologies.md §3);
-/// NIC → rail → NIC is then 2.6 µs, TACCL's IB α.
-pub const IB_ALPHA_US: f64 = 1.3;
+use crate::ir::hardware::{
+    known, ALPHA_GPU_LINK_US, ALPHA_NET_US as IB_ALPHA_US, NVLINK_GBPS, PCIE_ALPHA_US,
+    PCIE_GEN4_X16_GBPS, PCIE_GEN5_X16_GBPS,
+};
 
 /// Build a topology of the named kind.
 pub fn generate(kind: &str, p: &GenParams) -> Result<Topology, String> {
@@ -368,9 +361,9 @@ pub fn dgx1_v100(p: &GenParams) -> Result<Topology, String> {
     unused("dgx1-v100", p, false, false, false)?;
     let n = fixed_count("dgx1-v100", p, 8)?;
     let bw = positive("--bw", p.bw_gbps, NVLINK_GBPS)?;
-    let alpha = non_negative("--alpha", p.alpha_us, 0.7)?;
+    let alpha = non_negative("--alpha", p.alpha_us, ALPHA_GPU_LINK_US)?;
     let mut b = Builder::new();
-    let g: Vec<_> = (0..n).map(|r| b.gpu(r, Some(80))).collect();
+    let g: Vec<_> = (0..n).map(|r| b.gpu(r, Some(known("v100").sms))).collect();
     for i in 0..n {
         for j in i + 1..n {
             let c = DGX1_NVLINKS[i][j];
@@ -398,7 +391,7 @@ pub fn dgx2_v100(p: &GenParams) -> Result<Topology, String> {
     let bw = positive("--bw", p.bw_gbps, NVLINK_GBPS)?;
     let alpha = non_negative("--alpha", p.alpha_us, 0.35)?;
     let mut b = Builder::new();
-    let g: Vec<_> = (0..n).map(|r| b.gpu(r, Some(80))).collect();
+    let g: Vec<_> = (0..n).map(|r| b.gpu(r, Some(known("v100").sms))).collect();
     let sw = b.node("nvswitch".into(), NodeKind::Switch, None, None);
     for &v in &g {
         b.duplex(v, sw, bw, alpha, 6, "nvlink");
@@ -473,9 +466,9 @@ pub fn dgx_a100(p: &GenParams) -> Result<Topology, String> {
     switched_machine(
         &SwitchedMachine {
             kind: "dgx-a100",
-            sms: 108,
-            nvlinks: 12,
-            nic_gbps: 25.0,
+            sms: known("a100").sms,
+            nvlinks: known("a100").links_per_gpu,
+            nic_gbps: known("a100").nic_gbps,
             pcie_gbps: PCIE_GEN4_X16_GBPS,
             about: "DGX A100 / HGX A100: 8 x A100 SXM4 (108 SMs each), NVSwitch 2 (6 chips, 2 links from every GPU to each, all pairs NV12: topologies.md §2.3). \
 NICs: 8 x ConnectX-6 HDR 200 Gb/s = 25 GB/s (topologies.md §2.3; NDv4 and ForestColl a100_topology use 25 GB/s per GPU NIC, synthesis.md §4.3); GPU <-> NIC over PCIe Gen4 x16 (16 GT/s x 16 x 128/130 / 8 = 31.5 GB/s). \
@@ -490,9 +483,9 @@ pub fn dgx_h100(p: &GenParams) -> Result<Topology, String> {
     switched_machine(
         &SwitchedMachine {
             kind: "dgx-h100",
-            sms: 132,
-            nvlinks: 18,
-            nic_gbps: 50.0,
+            sms: known("h100").sms,
+            nvlinks: known("h100").links_per_gpu,
+            nic_gbps: known("h100").nic_gbps,
             pcie_gbps: PCIE_GEN5_X16_GBPS,
             about: "DGX H100 / HGX H100: 8 x H100 SXM (132 SMs each), NVSwitch 3 (4 chips, 5+5+4+4 links per GPU, all pairs NV18: topologies.md §2.4). \
 NICs: 8 single-port ConnectX-7 at 400 Gb/s = 50 GB/s, one per GPU (DGX H100 User Guide Table 6, topologies.md §2.5; synthesis.md §4.3); GPU <-> NIC over PCIe Gen5 x16 (32 GT/s x 16 x 128/130 / 8 = 63 GB/s). \
@@ -508,9 +501,9 @@ Cut bounds x* = 7/450, 3/100, 31/500 for 1, 2, 4 hosts (synthesis.md §6).",
 pub fn mi300x(p: &GenParams) -> Result<Topology, String> {
     unused("mi300x", p, true, true, false)?;
     let n = fixed_count("mi300x", p, 8)?;
-    let bw = positive("--bw", p.bw_gbps, 64.0)?;
-    let alpha = non_negative("--alpha", p.alpha_us, 0.7)?;
-    let nic = positive("--nic-bw", p.nic_gbps, 50.0)?;
+    let bw = positive("--bw", p.bw_gbps, known("mi300x").link_gbps)?;
+    let alpha = non_negative("--alpha", p.alpha_us, ALPHA_GPU_LINK_US)?;
+    let nic = positive("--nic-bw", p.nic_gbps, known("mi300x").nic_gbps)?;
     let ib_alpha = non_negative("--ib-alpha", p.ib_alpha_us, IB_ALPHA_US)?;
     let hosts = p.hosts.unwrap_or(1);
     let with_nics = match p.nics {
@@ -521,7 +514,9 @@ pub fn mi300x(p: &GenParams) -> Result<Topology, String> {
         return Err("mi300x: --hosts > 1 needs the NICs (--nics false was given)".into());
     }
     let mut b = Builder::new();
-    let g: Vec<_> = (0..n).map(|r| b.gpu(r, Some(304))).collect();
+    let g: Vec<_> = (0..n)
+        .map(|r| b.gpu(r, Some(known("mi300x").sms)))
+        .collect();
     for i in 0..n {
         for j in i + 1..n {
             b.duplex(g[i], g[j], bw, alpha, 1, "xgmi");

@@ -11,17 +11,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 
-/// α of one GPU↔GPU NVLink / xGMI hop, µs (TE-CCL NDv2, topologies.md §3).
-pub const ALPHA_GPU_LINK_US: f64 = 0.7;
-/// α of one GPU↔NVSwitch hop, µs (TE-CCL DGX-2: GPU→switch→GPU = 0.7).
-pub const ALPHA_NVSWITCH_US: f64 = 0.35;
-/// α of one PCIe hop (device↔switch↔CPU), µs: ≈1 µs per PCIe transfer of
-/// two hops (§3).
-pub const ALPHA_PCIE_US: f64 = 0.5;
-/// α of the CPU↔CPU (SMP interconnect) hop, µs.
-pub const ALPHA_SYS_US: f64 = 0.5;
-/// α of one NIC↔network-switch hop, µs: NIC→switch→NIC = 2.6 µs (TACCL IB).
-pub const ALPHA_NET_US: f64 = 1.3;
+use crate::ir::hardware::GpuModel;
+use crate::ir::hardware::{
+    ALPHA_GPU_LINK_US, ALPHA_NET_US, ALPHA_NVSWITCH_US, ALPHA_PCIE_US, ALPHA_SYS_US,
+};
 
 /// The input formats the importers read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -54,141 +47,6 @@ impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// A GPU model: the per-link and per-GPU facts of topologies.md §1.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GpuModel {
-    pub name: &'static str,
-    /// "nvlink" or "xgmi".
-    pub fabric: &'static str,
-    /// Hardware bandwidth of one NVLink / xGMI link, GB/s per direction.
-    pub link_gbps: f64,
-    /// Physical NVLink / xGMI links per GPU.
-    pub links_per_gpu: u32,
-    /// PCIe bandwidth to the host (NCCL model `width × speed / 80`), GB/s.
-    pub pcie_gbps: f64,
-    /// Typical NIC speed of systems with this GPU, GB/s (used only when the
-    /// input gives no NIC speed).
-    pub nic_gbps: f64,
-    /// SMs / CUs (per GCD for MI250).
-    pub sms: u32,
-}
-
-/// Known GPU models (`--gpu` values), from topologies.md §1–§2.
-pub const GPU_MODELS: &[GpuModel] = &[
-    GpuModel {
-        name: "v100",
-        fabric: "nvlink",
-        link_gbps: 25.0,
-        links_per_gpu: 6,
-        pcie_gbps: 12.0,
-        nic_gbps: 12.5,
-        sms: 80,
-    },
-    GpuModel {
-        name: "a100",
-        fabric: "nvlink",
-        link_gbps: 25.0,
-        links_per_gpu: 12,
-        pcie_gbps: 24.0,
-        nic_gbps: 25.0,
-        sms: 108,
-    },
-    GpuModel {
-        name: "h100",
-        fabric: "nvlink",
-        link_gbps: 25.0,
-        links_per_gpu: 18,
-        pcie_gbps: 48.0,
-        nic_gbps: 50.0,
-        sms: 132,
-    },
-    GpuModel {
-        name: "h200",
-        fabric: "nvlink",
-        link_gbps: 25.0,
-        links_per_gpu: 18,
-        pcie_gbps: 48.0,
-        nic_gbps: 50.0,
-        sms: 132,
-    },
-    GpuModel {
-        name: "b200",
-        fabric: "nvlink",
-        link_gbps: 50.0,
-        links_per_gpu: 18,
-        pcie_gbps: 48.0,
-        nic_gbps: 50.0,
-        sms: 148,
-    },
-    GpuModel {
-        name: "mi100",
-        fabric: "xgmi",
-        link_gbps: 46.0,
-        links_per_gpu: 3,
-        pcie_gbps: 24.0,
-        nic_gbps: 25.0,
-        sms: 120,
-    },
-    GpuModel {
-        name: "mi210",
-        fabric: "xgmi",
-        link_gbps: 50.0,
-        links_per_gpu: 3,
-        pcie_gbps: 24.0,
-        nic_gbps: 25.0,
-        sms: 104,
-    },
-    GpuModel {
-        name: "mi250",
-        fabric: "xgmi",
-        link_gbps: 50.0,
-        links_per_gpu: 8,
-        pcie_gbps: 24.0,
-        nic_gbps: 25.0,
-        sms: 110,
-    },
-    GpuModel {
-        name: "mi250x",
-        fabric: "xgmi",
-        link_gbps: 50.0,
-        links_per_gpu: 8,
-        pcie_gbps: 24.0,
-        nic_gbps: 25.0,
-        sms: 110,
-    },
-    GpuModel {
-        name: "mi300x",
-        fabric: "xgmi",
-        link_gbps: 64.0,
-        links_per_gpu: 7,
-        pcie_gbps: 48.0,
-        nic_gbps: 50.0,
-        sms: 304,
-    },
-];
-
-/// Look a model up by name (case-insensitive; "h20" and "h800" read as H100-class).
-pub fn gpu_model(name: &str) -> Option<GpuModel> {
-    let n = name.trim().to_ascii_lowercase();
-    let n = match n.as_str() {
-        "h20" | "h800" | "gh200" => "h100",
-        "a800" => "a100",
-        "b300" | "gb200" | "gb300" => "b200",
-        "mi325x" | "mi308x" | "mi355x" => "mi300x",
-        other => other,
-    };
-    GPU_MODELS.iter().copied().find(|m| m.name == n)
-}
-
-/// Names accepted by `--gpu`, for messages.
-pub fn gpu_model_names() -> String {
-    GPU_MODELS
-        .iter()
-        .map(|m| m.name)
-        .collect::<Vec<_>>()
-        .join("|")
 }
 
 /// Options of an import.
@@ -622,14 +480,6 @@ pub fn gbps(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn models_resolve() {
-        assert_eq!(gpu_model("H100").map(|m| m.link_gbps), Some(25.0));
-        assert_eq!(gpu_model("b200").map(|m| m.link_gbps), Some(50.0));
-        assert_eq!(gpu_model("h20").map(|m| m.name), Some("h100"));
-        assert!(gpu_model("k80").is_none());
-    }
 
     #[test]
     fn detects_formats() {

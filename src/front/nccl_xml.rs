@@ -9,10 +9,13 @@
 
 use super::import::{
     gbps, unreachable_from_first, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions,
-    ImportReport, NicInfo, ALPHA_GPU_LINK_US, ALPHA_NET_US, ALPHA_NVSWITCH_US, ALPHA_PCIE_US,
-    ALPHA_SYS_US,
+    ImportReport, NicInfo,
 };
 use super::FrontError;
+use crate::ir::hardware::{
+    self, nvlink_per_link, xgmi_per_link, ALPHA_GPU_LINK_US, ALPHA_NET_US, ALPHA_NVSWITCH_US,
+    ALPHA_PCIE_US, ALPHA_SYS_US,
+};
 use crate::ir::NodeKind;
 use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -284,14 +287,9 @@ pub fn pcie_gbps(speed: Option<&str>, width: Option<&str>) -> (f64, Vec<String>)
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == '.')
         .collect();
-    let lane = match num.parse::<f64>().ok() {
-        Some(x) if (x - 2.5).abs() < 1e-9 => 15.0,
-        Some(x) if (x - 5.0).abs() < 1e-9 => 30.0,
-        Some(x) if (x - 8.0).abs() < 1e-9 => 60.0,
-        Some(x) if (x - 16.0).abs() < 1e-9 => 120.0,
-        Some(x) if (x - 32.0).abs() < 1e-9 => 240.0,
-        Some(x) if (x - 64.0).abs() < 1e-9 => 480.0,
-        _ => {
+    let lane = match num.parse::<f64>().ok().and_then(hardware::pcie_lane) {
+        Some(lane) => lane,
+        None => {
             notes.push(format!(
                 "link_speed {}: Gen3 (8 GT/s) assumed",
                 if s.is_empty() {
@@ -321,59 +319,15 @@ pub fn pcie_gbps(speed: Option<&str>, width: Option<&str>) -> (f64, Vec<String>)
     (w as f64 * lane / 80.0, notes)
 }
 
-/// NVLink per-link hardware bandwidth for an NVIDIA `sm` (§1).
-fn nvlink_per_link(sm: u32) -> Option<(f64, &'static str)> {
-    match sm {
-        60..=69 => Some((20.0, "NVLink 1 (P100)")),
-        70..=79 => Some((25.0, "NVLink 2 (V100)")),
-        86..=89 => Some((14.0625, "NVLink 3 bridge (SM86)")),
-        80..=85 => Some((25.0, "NVLink 3 (A100)")),
-        90..=99 => Some((25.0, "NVLink 4 (H100/H200/H20)")),
-        100..=199 => Some((50.0, "NVLink 5 (Blackwell)")),
-        _ => None,
-    }
-}
-
-/// xGMI per-link hardware bandwidth from an RCCL `gcn` attribute (§1).
-fn xgmi_per_link(gcn: &str) -> Option<(f64, &'static str)> {
-    let g = gcn.trim().to_ascii_lowercase();
-    let g = g.strip_prefix("gfx").unwrap_or(&g);
-    match g {
-        "906" => Some((
-            46.0,
-            "Infinity Fabric, Vega20 (MI50/MI60; MI100 figure assumed)",
-        )),
-        "908" => Some((46.0, "Infinity Fabric, MI100")),
-        "90a" | "910" => Some((50.0, "Infinity Fabric, MI200 (gfx90a)")),
-        "940" | "941" | "942" => Some((64.0, "Infinity Fabric, MI300 (gfx94x)")),
-        "950" => Some((
-            64.0,
-            "Infinity Fabric, MI355X (gfx950; MI300 figure assumed)",
-        )),
-        _ => None,
-    }
-}
-
 fn cpu_sys_gbps(cpu: &Element) -> (f64, String) {
-    let arch = cpu.attr("arch").unwrap_or("").trim();
-    let vendor = cpu.attr("vendor").unwrap_or("").trim();
     let model = cpu
         .attr("modelid")
         .and_then(|m| m.trim().parse::<u32>().ok());
-    match (arch, vendor) {
-        ("arm64", _) => (6.0, "ARM".into()),
-        ("ppc64", _) => (32.0, "POWER9".into()),
-        (_, "GenuineIntel") => match model {
-            Some(m) if m >= 0xCF => (40.0, "Intel ERP".into()),
-            Some(m) if m >= 0x8F => (22.0, "Intel SRP".into()),
-            Some(m) if m >= 0x55 => (10.0, "Intel SKL".into()),
-            Some(_) => (6.0, "Intel BDW".into()),
-            None => (10.0, "Intel (model unknown; SKL assumed)".into()),
-        },
-        (_, "AuthenticAMD") => (16.0, "AMD".into()),
-        (_, v) if v.contains("Shanghai") || v.contains("Centaur") => (6.0, "Zhaoxin".into()),
-        _ => (10.0, "unknown CPU (SKL figure assumed)".into()),
-    }
+    hardware::cpu_sys(
+        cpu.attr("arch").unwrap_or(""),
+        cpu.attr("vendor").unwrap_or(""),
+        model,
+    )
 }
 
 /// Normalise a busid for lookups: lower case, trimmed, domain without

@@ -10,10 +10,13 @@
 #![allow(clippy::needless_range_loop)]
 
 use super::import::{
-    gbps, gpu_model, Builder, Format, GpuInfo, GpuLinkInfo, GpuModel, ImportOptions, ImportReport,
-    NicInfo, ALPHA_GPU_LINK_US, ALPHA_NVSWITCH_US, ALPHA_PCIE_US, ALPHA_SYS_US,
+    gbps, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions, ImportReport, NicInfo,
 };
 use super::FrontError;
+use crate::ir::hardware::{
+    gpu_model, GpuModel, ALPHA_GPU_LINK_US, ALPHA_NVSWITCH_US, ALPHA_PCIE_US, ALPHA_SYS_US,
+    GPU_MODELS, SYS_UNKNOWN_GBPS,
+};
 use crate::ir::NodeKind;
 use std::collections::{BTreeMap, HashMap};
 
@@ -200,7 +203,7 @@ fn infer_model(m: &Matrix) -> (GpuModel, String) {
         k if k >= 1 => ("v100", format!("NV{k} seen: V100-class (NVLink 2) assumed")),
         _ => ("a100", "no NVLink in the matrix: A100-class PCIe/NIC figures assumed".into()),
     };
-    (gpu_model(name).unwrap_or(super::import::GPU_MODELS[0]), why)
+    (gpu_model(name).unwrap_or(GPU_MODELS[0]), why)
 }
 
 /// Import `nvidia-smi topo -m` text.
@@ -354,7 +357,14 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
         .collect();
     for i in 0..cpu_list.len() {
         for j in i + 1..cpu_list.len() {
-            b.duplex(cpu_list[i], cpu_list[j], 16.0, ALPHA_SYS_US, 1, "sys");
+            b.duplex(
+                cpu_list[i],
+                cpu_list[j],
+                SYS_UNKNOWN_GBPS,
+                ALPHA_SYS_US,
+                1,
+                "sys",
+            );
         }
     }
     if cpu_list.len() > 1 {

@@ -9,11 +9,11 @@
 // Matrix code: index loops read more clearly than iterator chains here.
 #![allow(clippy::needless_range_loop)]
 
-use super::import::{
-    gbps, gpu_model, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions, ImportReport,
-    ALPHA_GPU_LINK_US, ALPHA_PCIE_US, ALPHA_SYS_US,
-};
+use super::import::{gbps, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions, ImportReport};
 use super::FrontError;
+use crate::ir::hardware::{
+    gpu_model, ALPHA_GPU_LINK_US, ALPHA_PCIE_US, ALPHA_SYS_US, GPU_MODELS, SYS_UNKNOWN_GBPS,
+};
 use crate::ir::NodeKind;
 use std::collections::BTreeMap;
 
@@ -201,11 +201,11 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
     let (model, why) = match opts.gpu {
         Some(m) => (m, format!("--gpu {}", m.name)),
         None if full_mesh && g == 8 => (
-            gpu_model("mi300x").unwrap_or(super::import::GPU_MODELS[0]),
+            gpu_model("mi300x").unwrap_or(GPU_MODELS[0]),
             "8 GPUs in a full xGMI mesh: MI300X assumed".to_string(),
         ),
         None => (
-            gpu_model("mi250").unwrap_or(super::import::GPU_MODELS[0]),
+            gpu_model("mi250").unwrap_or(GPU_MODELS[0]),
             "MI200-class (gfx90a) xGMI assumed; pass --gpu to choose (mi100, mi210, mi250, mi300x)"
                 .to_string(),
         ),
@@ -276,7 +276,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
     let cl: Vec<_> = cpus.values().copied().collect();
     for i in 0..cl.len() {
         for j in i + 1..cl.len() {
-            b.duplex(cl[i], cl[j], 16.0, ALPHA_SYS_US, 1, "sys");
+            b.duplex(cl[i], cl[j], SYS_UNKNOWN_GBPS, ALPHA_SYS_US, 1, "sys");
         }
     }
     if cl.len() > 1 {

@@ -2,6 +2,7 @@
 //! Program. Stages depend on `ir`, never on each other's internals.
 
 pub mod algorithm;
+pub mod hardware;
 pub mod msccl;
 pub mod program;
 pub mod spec;
