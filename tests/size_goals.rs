@@ -34,8 +34,8 @@ fn shipped_schedules_reach_the_bound_at_1_gib() {
 /// (within 0.1 %); on the multi-hop ones (ring8, DGX-1) it is within 1.1 ×
 /// that bound — issue 4's goal — at every size (DGX-1's 64 KiB is the
 /// tightest: `gap` at 1.0965 with its default search and seed, from 8 LP
-/// answers; 1.109 from one, 1.148 before the search moved whole orbits,
-/// and the tree shapes before gap at 1.186: docs/benchmarks.md), and at
+/// answers; 1.109 climbing from one, 1.148 with single-shard moves, and
+/// `tree`'s graded classes at 1.186: docs/algorithms.md "Gap"), and at
 /// every size within 1.1 × the larger of it and synthesis.md §5.3's
 /// store-and-forward figure.
 /// (Ring8 meets 1.1 at 32 and 64 KiB with `tree`'s pieced members, a
