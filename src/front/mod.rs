@@ -1,6 +1,7 @@
 //! Front ends: everything that reads a file and produces a central type.
 //! Topology formats (rscc JSON, generators) and MSCCL XML.
 
+mod builder;
 pub mod generate;
 pub mod hosts;
 pub mod import;

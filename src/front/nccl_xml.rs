@@ -7,7 +7,7 @@
 //! GPUs, GPUs that cannot reach each other, broken markup) is refused with
 //! the file, line and element. See docs/topology-import.md.
 
-use super::import::{
+use super::builder::{
     gbps, unreachable_from_first, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions,
     ImportReport, NicInfo,
 };
@@ -1241,7 +1241,7 @@ pub fn import(
             w.virtual_switches
         ));
     }
-    w.assumptions.insert(super::import::alpha_assumption());
+    w.assumptions.insert(super::builder::alpha_assumption());
     for ig in &w.ignored {
         w.warnings.push(format!("ignored: {ig}"));
     }

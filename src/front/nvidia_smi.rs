@@ -9,7 +9,7 @@
 // Matrix code: index loops read more clearly than iterator chains here.
 #![allow(clippy::needless_range_loop)]
 
-use super::import::{
+use super::builder::{
     gbps, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions, ImportReport, NicInfo,
 };
 use super::FrontError;
@@ -467,7 +467,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
         model.name,
         n - g
     );
-    assumptions.push(super::import::alpha_assumption());
+    assumptions.push(super::builder::alpha_assumption());
     let topology = b.finish(name, description, file)?;
     let gpu_infos = (0..g)
         .map(|r| GpuInfo {

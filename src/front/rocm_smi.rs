@@ -9,7 +9,7 @@
 // Matrix code: index loops read more clearly than iterator chains here.
 #![allow(clippy::needless_range_loop)]
 
-use super::import::{gbps, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions, ImportReport};
+use super::builder::{gbps, Builder, Format, GpuInfo, GpuLinkInfo, ImportOptions, ImportReport};
 use super::FrontError;
 use crate::ir::hardware::{
     gpu_model, ALPHA_GPU_LINK_US, ALPHA_PCIE_US, ALPHA_SYS_US, GPU_MODELS, SYS_UNKNOWN_GBPS,
@@ -293,7 +293,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
         "Imported from {file} (rocm-smi --showtopo): {g} {} GPUs.",
         model.name
     );
-    assumptions.push(super::import::alpha_assumption());
+    assumptions.push(super::builder::alpha_assumption());
     let topology = b.finish(name, description, file)?;
     let gpu_infos = (0..g)
         .map(|r| GpuInfo {
