@@ -2,7 +2,7 @@
 
 use super::{CliError, CliResult};
 use crate::front;
-use crate::verify::{verify_all, VerifyOptions};
+use crate::verify::{verify_all, VerifyError, VerifyOptions, VerifyReport};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -41,17 +41,18 @@ pub fn run(a: VerifyArgs) -> CliResult {
     let res = verify_all(&p, &opts);
     let file = a.file.display().to_string();
     if a.json {
-        let v = match &res {
-            Ok(r) => serde_json::json!({
-                "file": file, "valid": true, "errors": [],
-                "ranks": r.ranks, "threadblocks": r.threadblocks, "steps": r.steps, "modes": r.modes,
-            }),
-            Err(errs) => serde_json::json!({
-                "file": file, "valid": false,
-                "errors": errs.iter().map(|e| serde_json::json!({"rule": e.rule, "message": e.msg})).collect::<Vec<_>>(),
-            }),
+        let (report, errors) = match &res {
+            Ok(r) => (Some(r), &[][..]),
+            Err(errs) => (None, &errs[..]),
         };
-        println!("{v:#}");
+        let out = VerifyOut {
+            file: &file,
+            valid: res.is_ok(),
+            errors,
+            report,
+        };
+        let text = serde_json::to_string_pretty(&out).map_err(CliError::input)?;
+        println!("{text}");
     }
     match res {
         Ok(r) => {
@@ -78,4 +79,14 @@ pub fn run(a: VerifyArgs) -> CliResult {
             )))
         }
     }
+}
+
+/// `rscc verify --json`.
+#[derive(serde::Serialize)]
+struct VerifyOut<'a> {
+    file: &'a str,
+    valid: bool,
+    errors: &'a [VerifyError],
+    #[serde(flatten)]
+    report: Option<&'a VerifyReport>,
 }

@@ -6,8 +6,8 @@
 //! any input.
 
 use super::ExecError;
+use crate::ir::resolve::resolve;
 use crate::ir::{Buf, Collective, Program, StepKind};
-use std::collections::HashMap;
 
 #[derive(Debug, Clone)]
 pub(crate) struct StepPlan {
@@ -150,34 +150,19 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
             "{total_tbs} threadblocks in all (the CPU executor runs one thread each; at most 16384)"
         )));
     }
-    // Index gpus by id.
-    let mut by_rank: Vec<Option<usize>> = vec![None; n];
-    for (gi, g) in p.gpus.iter().enumerate() {
-        if g.id < 0 || g.id >= p.ngpus {
-            return Err(bad(
-                0,
-                -1,
-                None,
-                g.line,
-                format!("<gpu id={}> outside 0..{}", g.id, n),
-            ));
-        }
-        let slot = &mut by_rank[g.id as usize];
-        if slot.is_some() {
-            return Err(bad(g.id as usize, -1, None, g.line, "duplicate <gpu> id"));
-        }
-        *slot = Some(gi);
-    }
+    // Ranks, threadblocks, connections and dependencies, resolved once.
+    let res = resolve(p).map_err(|e| {
+        bad(
+            e.at.rank.unwrap_or(0),
+            e.at.tb.unwrap_or(-1),
+            e.at.step,
+            e.at.line,
+            e.reason,
+        )
+    })?;
     let mut s_chunks = vec![0usize; n];
-    let mut tbs: Vec<TbPlan> = Vec::new();
-    let mut rank_tbs: Vec<Vec<usize>> = vec![Vec::new(); n];
-    // (rank, tb id) -> global index
-    let mut tb_index: Vec<HashMap<i64, usize>> = vec![HashMap::new(); n];
-    for (r, gi) in by_rank.iter().enumerate() {
-        let Some(gi) = gi else {
-            return Err(bad(r, -1, None, 0, "no <gpu> for this rank"));
-        };
-        let g = &p.gpus[*gi];
+    for (r, &gi) in res.gpu_of_rank.iter().enumerate() {
+        let g = &p.gpus[gi];
         if g.s_chunks < 0 || g.s_chunks > 1 << 20 {
             return Err(bad(
                 r,
@@ -188,178 +173,91 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
             ));
         }
         s_chunks[r] = g.s_chunks as usize;
-        for tb in &g.tbs {
-            if tb_index[r].insert(tb.id, tbs.len()).is_some() {
-                return Err(bad(r, tb.id, None, tb.line, "duplicate threadblock id"));
-            }
-            let peer = |v: i64, what: &str| -> Result<Option<usize>, ExecError> {
-                if v == -1 {
-                    Ok(None)
-                } else if v < 0 || v >= p.ngpus {
-                    Err(bad(
-                        r,
-                        tb.id,
-                        None,
-                        tb.line,
-                        format!("{what}={v} is not a rank in 0..{n}"),
-                    ))
-                } else if v as usize == r {
-                    Err(bad(
-                        r,
-                        tb.id,
-                        None,
-                        tb.line,
-                        format!("{what}={v} is the threadblock's own rank"),
-                    ))
-                } else {
-                    Ok(Some(v as usize))
-                }
-            };
-            let send_peer = peer(tb.send, "send")?;
-            let recv_peer = peer(tb.recv, "recv")?;
-            rank_tbs[r].push(tbs.len());
-            tbs.push(TbPlan {
-                rank: r,
-                id: tb.id,
-                chan: tb.chan,
-                send_peer,
-                recv_peer,
-                send_fifo: None,
-                recv_fifo: None,
-                steps: Vec::new(),
-                waiters: Vec::new(),
-            });
-        }
     }
-    // Connections.
-    let mut fifos: Vec<Fifodesc> = Vec::new();
-    let mut fifo_map: HashMap<(i64, usize, usize), usize> = HashMap::new();
-    for gi in 0..tbs.len() {
-        let (r, chan) = (tbs[gi].rank, tbs[gi].chan);
-        for (is_send, peer) in [(true, tbs[gi].send_peer), (false, tbs[gi].recv_peer)] {
-            let Some(q) = peer else { continue };
-            let key = if is_send { (chan, r, q) } else { (chan, q, r) };
-            let fi = *fifo_map.entry(key).or_insert_with(|| {
-                fifos.push(Fifodesc {
-                    chan,
-                    from: key.1,
-                    to: key.2,
-                    producer: None,
-                    consumer: None,
-                });
-                fifos.len() - 1
-            });
-            let f = &mut fifos[fi];
-            let end = if is_send {
-                &mut f.producer
-            } else {
-                &mut f.consumer
-            };
-            if let Some(other) = *end {
-                return Err(bad(
-                    r,
-                    tbs[gi].id,
-                    None,
-                    0,
-                    format!(
-                        "threadblocks {} and {} share the connection chan {} {} -> {}",
-                        tbs[other].id, tbs[gi].id, chan, key.1, key.2
-                    ),
-                ));
-            }
-            *end = Some(gi);
-            if is_send {
-                tbs[gi].send_fifo = Some(fi);
-            } else {
-                tbs[gi].recv_fifo = Some(fi);
-            }
-        }
-    }
+    let rank_tbs: Vec<Vec<usize>> = res.rank_tbs.iter().map(|r| r.clone().collect()).collect();
+    let fifos: Vec<Fifodesc> = res
+        .conns
+        .iter()
+        .map(|c| Fifodesc {
+            chan: c.chan,
+            from: c.from,
+            to: c.to,
+            producer: c.sender,
+            consumer: c.receiver,
+        })
+        .collect();
+    let mut tbs: Vec<TbPlan> = res
+        .tbs
+        .iter()
+        .map(|t| TbPlan {
+            rank: t.rank,
+            id: t.id,
+            chan: t.chan,
+            send_peer: t.send_peer,
+            recv_peer: t.recv_peer,
+            send_fifo: t.send_conn,
+            recv_fifo: t.recv_conn,
+            steps: Vec::new(),
+            waiters: Vec::new(),
+        })
+        .collect();
     // Steps.
     let mut max_steps = 0;
     let mut waiters: Vec<Vec<usize>> = vec![Vec::new(); tbs.len()];
-    for (r, gi) in by_rank.iter().enumerate() {
-        let Some(gi) = gi else { continue };
-        let g = &p.gpus[*gi];
-        for tb in &g.tbs {
-            let me = tb_index[r][&tb.id];
-            max_steps = max_steps.max(tb.steps.len());
-            let mut steps = Vec::with_capacity(tb.steps.len());
-            for (pos, st) in tb.steps.iter().enumerate() {
-                let err = |msg: String| bad(r, tb.id, Some(pos), st.line, msg);
-                let k = st.kind;
-                let dep = match (st.depid, st.deps) {
-                    (-1, _) => None,
-                    (d, s) => {
-                        let Some(&t) = tb_index[r].get(&d) else {
-                            return Err(err(format!("depid={d} is not a threadblock of rank {r}")));
-                        };
-                        if t == me {
-                            return Err(err(format!("depid={d} is the step's own threadblock")));
-                        }
-                        let tlen = p.gpus[*gi]
-                            .tbs
-                            .iter()
-                            .find(|x| x.id == d)
-                            .map_or(0, |x| x.steps.len());
-                        if s < 0 || s as usize >= tlen {
-                            return Err(err(format!(
-                                "deps={s} is not a step of threadblock {d} (0..{tlen})"
-                            )));
-                        }
-                        if !waiters[t].contains(&me) {
-                            waiters[t].push(me);
-                        }
-                        Some((t, s as usize))
-                    }
-                };
-                let cnt = if k == StepKind::Nop {
-                    0
-                } else if st.cnt < 1 || st.cnt > 1 << 20 {
-                    return Err(err(format!("cnt={} (a {} needs cnt >= 1)", st.cnt, k)));
-                } else {
-                    st.cnt as usize
-                };
-                let range =
-                    |used: bool, b: Buf, off: i64, what: &str| -> Result<(Buf, usize), ExecError> {
-                        if !used {
-                            return Ok((b, 0));
-                        }
-                        let have = match b {
-                            Buf::Input => c,
-                            Buf::Output => c / n,
-                            Buf::Scratch => s_chunks[r],
-                        };
-                        if off < 0 || off as usize + cnt > have {
-                            return Err(err(format!(
-                                "{what} {}[{}..{}) is outside the buffer ({} chunks)",
-                                b.letter(),
-                                off,
-                                off + cnt as i64,
-                                have
-                            )));
-                        }
-                        Ok((b, off as usize))
-                    };
-                let src = range(k.reads_src(), st.srcbuf, st.srcoff, "src")?;
-                let dst = range(k.writes_dst(), st.dstbuf, st.dstoff, "dst")?;
-                if k.sends() && tbs[me].send_fifo.is_none() {
-                    return Err(err(format!("a {k} step in a threadblock with send=-1")));
+    for (me, t) in res.tbs.iter().enumerate() {
+        let r = t.rank;
+        let tb = &p.gpus[t.gpu].tbs[t.local];
+        max_steps = max_steps.max(tb.steps.len());
+        let mut steps = Vec::with_capacity(tb.steps.len());
+        for (pos, st) in tb.steps.iter().enumerate() {
+            let err = |msg: String| bad(r, tb.id, Some(pos), st.line, msg);
+            let k = st.kind;
+            let dep = res.deps[t.first_step + pos];
+            if let Some((d, _)) = dep {
+                if !waiters[d].contains(&me) {
+                    waiters[d].push(me);
                 }
-                if k.recvs() && tbs[me].recv_fifo.is_none() {
-                    return Err(err(format!("a {k} step in a threadblock with recv=-1")));
-                }
-                steps.push(StepPlan {
-                    kind: k,
-                    src,
-                    dst,
-                    cnt,
-                    dep,
-                    publish: st.hasdep && k != StepKind::Nop,
-                });
             }
-            tbs[me].steps = steps;
+            let cnt = if k == StepKind::Nop {
+                0
+            } else if st.cnt < 1 || st.cnt > 1 << 20 {
+                return Err(err(format!("cnt={} (a {} needs cnt >= 1)", st.cnt, k)));
+            } else {
+                st.cnt as usize
+            };
+            let range =
+                |used: bool, b: Buf, off: i64, what: &str| -> Result<(Buf, usize), ExecError> {
+                    if !used {
+                        return Ok((b, 0));
+                    }
+                    let have = match b {
+                        Buf::Input => c,
+                        Buf::Output => c / n,
+                        Buf::Scratch => s_chunks[r],
+                    };
+                    if off < 0 || off as usize + cnt > have {
+                        return Err(err(format!(
+                            "{what} {}[{}..{}) is outside the buffer ({} chunks)",
+                            b.letter(),
+                            off,
+                            off + cnt as i64,
+                            have
+                        )));
+                    }
+                    Ok((b, off as usize))
+                };
+            let src = range(k.reads_src(), st.srcbuf, st.srcoff, "src")?;
+            let dst = range(k.writes_dst(), st.dstbuf, st.dstoff, "dst")?;
+            steps.push(StepPlan {
+                kind: k,
+                src,
+                dst,
+                cnt,
+                dep,
+                publish: st.hasdep && k != StepKind::Nop,
+            });
         }
+        tbs[me].steps = steps;
     }
     for (t, w) in waiters.into_iter().enumerate() {
         tbs[t].waiters = w;

@@ -5,6 +5,7 @@ pub mod algorithm;
 pub mod hardware;
 pub mod msccl;
 pub mod program;
+pub mod resolve;
 pub mod spec;
 pub mod topology;
 
@@ -12,5 +13,6 @@ pub use algorithm::{Algorithm, AlgorithmError, Transfer};
 pub use program::{
     Buf, Collective, GpuProgram, Program, Proto, Runtime, Step, StepKind, Threadblock,
 };
+pub use resolve::{Location, Resolved};
 pub use spec::Spec;
 pub use topology::{Link, Node, NodeKind, Route, Topology};

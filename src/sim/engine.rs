@@ -264,156 +264,57 @@ pub fn simulate(
         (chunk, 1)
     };
 
-    // GPUs by id.
-    let mut by_rank: Vec<Option<usize>> = vec![None; n];
-    for (gi, g) in prog.gpus.iter().enumerate() {
-        if g.id < 0 || g.id as usize >= n {
-            return Err(SimError::BadProgram(format!(
-                "gpu id {} (line {}) is not a rank 0..{}",
-                g.id,
-                g.line,
-                n.saturating_sub(1)
-            )));
-        }
-        if by_rank[g.id as usize].replace(gi).is_some() {
-            return Err(SimError::BadProgram(format!(
-                "gpu id {} appears twice",
-                g.id
-            )));
-        }
-    }
-    // Global TB indices.
-    let mut tbs: Vec<Tb> = Vec::new();
-    let mut tb_index: Vec<HashMap<i64, usize>> = vec![HashMap::new(); n];
-    for (rank, gi) in by_rank.iter().enumerate() {
-        let Some(gi) = gi else {
-            return Err(SimError::BadProgram(format!("no <gpu> for rank {rank}")));
-        };
-        for (li, tb) in prog.gpus[*gi].tbs.iter().enumerate() {
-            if tb_index[rank].insert(tb.id, tbs.len()).is_some() {
-                return Err(SimError::BadProgram(format!(
-                    "rank {rank}: threadblock id {} appears twice",
-                    tb.id
-                )));
-            }
-            tbs.push(Tb {
-                rank,
-                local: li,
-                id: tb.id,
-                steps: Vec::new(),
-                total: 0,
+    // Ranks, threadblocks, connections and dependencies, resolved once.
+    let res = crate::ir::resolve::resolve(prog).map_err(|e| SimError::BadProgram(e.to_string()))?;
+    let mut conns: Vec<Conn> = res
+        .conns
+        .iter()
+        .map(|c| Conn {
+            chan: c.chan,
+            src: c.from,
+            dst: c.to,
+            links: Vec::new(),
+            alpha: 0.0,
+            sender: c.sender,
+            receiver: c.receiver,
+            queue: VecDeque::new(),
+            consumed: 0,
+            sent: 0,
+        })
+        .collect();
+    let mut total_steps: u64 = 0;
+    let tbs: Vec<Tb> = res
+        .tbs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let steps: Vec<StepInfo> = (0..t.steps)
+                .map(|si| {
+                    let st = res.step(prog, k, si);
+                    StepInfo {
+                        kind: st.kind,
+                        cnt: st.cnt as f64,
+                        dep: res.deps[t.first_step + si].map(|(d, s)| (d, s as u64)),
+                    }
+                })
+                .collect();
+            total_steps += steps.len() as u64;
+            Tb {
+                rank: t.rank,
+                local: t.local,
+                id: t.id,
+                total: steps.len() as u64 * tiles,
+                steps,
                 pos: 0,
                 running: false,
-                send_conn: None,
-                recv_conn: None,
+                send_conn: t.send_conn,
+                recv_conn: t.recv_conn,
                 waiters: Vec::new(),
                 registered: false,
                 start: 0.0,
-            });
-        }
-    }
-    // Steps, peers and connections.
-    let mut conn_index: HashMap<(i64, usize, usize), usize> = HashMap::new();
-    let mut conns: Vec<Conn> = Vec::new();
-    let mut total_steps: u64 = 0;
-    let mut k = 0usize;
-    for (rank, gi) in by_rank.iter().enumerate() {
-        let Some(gi) = gi else { continue };
-        for tb in &prog.gpus[*gi].tbs {
-            // Built only for an error message (this loop runs for every step).
-            let here = || format!("rank {rank}, threadblock {} (line {})", tb.id, tb.line);
-            let peer = |p: i64, what: &str| -> Result<Option<usize>, SimError> {
-                if p == -1 {
-                    Ok(None)
-                } else if p < 0 || p as usize >= n || p as usize == rank {
-                    Err(SimError::BadProgram(format!(
-                        "{}: {what} peer {p} is not another rank 0..{}",
-                        here(),
-                        n - 1
-                    )))
-                } else {
-                    Ok(Some(p as usize))
-                }
-            };
-            let sp = peer(tb.send, "send")?;
-            let rp = peer(tb.recv, "recv")?;
-            if let Some(d) = sp {
-                let c = conn_for(&mut conns, &mut conn_index, tb.chan, rank, d);
-                if conns[c].sender.replace(k).is_some() {
-                    return Err(SimError::BadProgram(format!(
-                        "{}: a second threadblock sends to rank {d} on channel {}",
-                        here(),
-                        tb.chan
-                    )));
-                }
-                tbs[k].send_conn = Some(c);
             }
-            if let Some(s) = rp {
-                let c = conn_for(&mut conns, &mut conn_index, tb.chan, s, rank);
-                if conns[c].receiver.replace(k).is_some() {
-                    return Err(SimError::BadProgram(format!(
-                        "{}: a second threadblock receives from rank {s} on channel {}",
-                        here(),
-                        tb.chan
-                    )));
-                }
-                tbs[k].recv_conn = Some(c);
-            }
-            let mut steps = Vec::with_capacity(tb.steps.len());
-            for (si, st) in tb.steps.iter().enumerate() {
-                let at = || format!("{}, step {si}", here());
-                if st.kind.sends() && sp.is_none() {
-                    return Err(SimError::BadProgram(format!(
-                        "{}: '{}' sends but the threadblock has no send peer",
-                        at(),
-                        st.kind
-                    )));
-                }
-                if st.kind.recvs() && rp.is_none() {
-                    return Err(SimError::BadProgram(format!(
-                        "{}: '{}' receives but the threadblock has no recv peer",
-                        at(),
-                        st.kind
-                    )));
-                }
-                if st.cnt < 0 {
-                    return Err(SimError::BadProgram(format!(
-                        "{}: negative cnt {}",
-                        at(),
-                        st.cnt
-                    )));
-                }
-                let dep = match st.dep() {
-                    None => None,
-                    Some((d, s)) => {
-                        let di = *tb_index[rank].get(&(d as i64)).ok_or_else(|| {
-                            SimError::BadProgram(format!(
-                                "{}: depid {d} is not a threadblock of rank {rank}",
-                                at()
-                            ))
-                        })?;
-                        let dlen = prog.gpus[*gi].tbs[tbs[di].local].steps.len();
-                        if s >= dlen {
-                            return Err(SimError::BadProgram(format!(
-                                "{}: deps {s} is past the {dlen} steps of threadblock {d}",
-                                at()
-                            )));
-                        }
-                        Some((di, s as u64))
-                    }
-                };
-                steps.push(StepInfo {
-                    kind: st.kind,
-                    cnt: st.cnt as f64,
-                    dep,
-                });
-            }
-            total_steps += steps.len() as u64;
-            tbs[k].total = steps.len() as u64 * tiles;
-            tbs[k].steps = steps;
-            k += 1;
-        }
-    }
+        })
+        .collect();
     if total_steps.saturating_mul(tiles) > 2_000_000_000 {
         return Err(SimError::BadOptions(format!(
             "{total_steps} steps × {tiles} tiles is too many to simulate; use a larger tile or --no-tiling"
@@ -492,30 +393,6 @@ pub fn simulate(
         flows: eng.flows.len() as u64,
         link_bytes: eng.link_bytes,
         trace: eng.trace,
-    })
-}
-
-fn conn_for(
-    conns: &mut Vec<Conn>,
-    index: &mut HashMap<(i64, usize, usize), usize>,
-    chan: i64,
-    src: usize,
-    dst: usize,
-) -> usize {
-    *index.entry((chan, src, dst)).or_insert_with(|| {
-        conns.push(Conn {
-            chan,
-            src,
-            dst,
-            links: Vec::new(),
-            alpha: 0.0,
-            sender: None,
-            receiver: None,
-            queue: VecDeque::new(),
-            consumed: 0,
-            sent: 0,
-        });
-        conns.len() - 1
     })
 }
 

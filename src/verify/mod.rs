@@ -14,7 +14,7 @@
 mod structure;
 mod symbolic;
 
-use crate::ir::Program;
+use crate::ir::{Location, Program};
 use std::fmt;
 
 /// Options beyond what the Program itself states.
@@ -24,10 +24,15 @@ pub struct VerifyOptions {
     pub max_tbs: Option<usize>,
 }
 
-/// A broken rule. `rule` is a short stable name (see docs/verifier.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A broken rule. `rule` is a short stable name (see docs/verifier.md);
+/// `at` is where, when the rule concerns one threadblock or step (the
+/// message names it too).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct VerifyError {
     pub rule: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<Location>,
+    #[serde(rename = "message")]
     pub msg: String,
 }
 
@@ -35,6 +40,14 @@ impl VerifyError {
     pub(crate) fn new(rule: &'static str, msg: impl Into<String>) -> Self {
         VerifyError {
             rule,
+            at: None,
+            msg: msg.into(),
+        }
+    }
+    pub(crate) fn located(rule: &'static str, at: Location, msg: impl Into<String>) -> Self {
+        VerifyError {
+            rule,
+            at: Some(at),
             msg: msg.into(),
         }
     }
@@ -49,7 +62,7 @@ impl fmt::Display for VerifyError {
 impl std::error::Error for VerifyError {}
 
 /// What a successful verification established.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct VerifyReport {
     pub ranks: usize,
     pub threadblocks: usize,
@@ -90,6 +103,26 @@ pub fn one_message_up_to(p: &Program) -> Option<u64> {
         (1, _) => None,
         (_, s) => Some(s),
     }
+}
+
+impl VerifyError {
+    pub(crate) fn with_at(mut self, at: Option<Location>) -> Self {
+        self.at = at;
+        self
+    }
+}
+
+/// The location of step `step` of threadblock position `tb` of
+/// `p.gpus[gpu]`.
+pub(crate) fn location(p: &Program, gpu: usize, tb: usize, step: usize) -> Option<Location> {
+    let g = p.gpus.get(gpu)?;
+    let t = g.tbs.get(tb)?;
+    Some(Location {
+        rank: usize::try_from(g.id).ok(),
+        tb: Some(t.id),
+        step: Some(step),
+        line: t.steps.get(step).map_or(t.line, |s| s.line),
+    })
 }
 
 /// "rank R tb T step S (line L)" for messages.

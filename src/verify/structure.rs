@@ -1,11 +1,35 @@
 //! Static rules: structure, MSCCL limits, connection pairing, dependency
-//! rules (msccl-xml.md §3, §6, §8.1, §8.2 items 1–10).
+//! rules (msccl-xml.md §3, §6, §8.1, §8.2 items 1–10), one function per
+//! family. Every rule by the name it is reported under (docs/verifier.md
+//! has the same table):
+//!
+//! - the program ([`program`]): `collective` (a reduce-scatter), `ngpus`
+//!   (≥ 1), `nchannels` (1..=32), `geometry` (nchunksperloop a positive
+//!   multiple of ngpus; in-place or out-of-place allowed), `bytes-window`
+//!   (0 ≤ minBytes; maxBytes 0 or ≥ minBytes), `gpu-ids` (one `<gpu>` per
+//!   rank).
+//! - each GPU ([`gpu`]): `geometry` (`i_chunks`, `o_chunks`, `s_chunks`),
+//!   `gpu-ids` (≥ 1 threadblock), `tb-ids` (dense, unique), `tb-count` (the
+//!   runtime's id limit; the SM count), `parse-nodes` (< 4096 per rank).
+//! - its threadblocks ([`threadblocks`]): `peer` (−1 or another rank),
+//!   `channel` (0..nchannels), `connection` (one threadblock per channel,
+//!   peer and direction; ≤ 32 per channel and direction), `step-count`
+//!   (64 executor, 256 legacy).
+//! - their steps ([`steps`]): `step-index` (`s` = position), `peer` (a
+//!   send-type step has a send peer, a receive-type one a receive peer),
+//!   `count` (1..=71), `range` (every named range inside its buffer),
+//!   `input-write` (out-of-place files never write `i`), `dependency`
+//!   (both or neither of depid/deps; another threadblock of the GPU; not a
+//!   `nop`; target id ≤ 127), `hasdep` (the target publishes), `nop-chain`
+//!   (a real step after `nop`s with dependencies has one itself),
+//!   `re-fusion` (fused `re` steps have equal cnt).
+//! - connections ([`pairing`]): `pairing` (a sender iff a receiver; equal
+//!   numbers of sends and receives; the k-th of each with equal cnt).
 
-use super::{at, VerifyError, VerifyOptions};
-use crate::ir::{Buf, Collective, Program, StepKind};
-use std::collections::HashMap;
-
+use super::{VerifyError, VerifyOptions};
 use crate::ir::msccl;
+use crate::ir::{Buf, Collective, GpuProgram, Location, Program, StepKind, Threadblock};
+use std::collections::HashMap;
 
 /// Most TBs with a send (or receive) peer on one channel.
 const MAX_PEER_TBS_PER_CHAN: usize = msccl::MAX_TBS_PER_CHANNEL;
@@ -13,6 +37,19 @@ const MAX_CNT: i64 = msccl::MAX_CNT as i64;
 const MAX_DEP_TARGET_TB: i64 = msccl::MAX_DEP_TARGET_TB as i64;
 const MAX_PARSE_NODES: usize = msccl::MAX_PARSE_NODES;
 const MAX_OFF: i64 = msccl::MAX_CHUNKS_PER_LOOP as i64;
+const MAX_CHANNELS: i64 = msccl::MAX_CHANNELS as i64;
+
+macro_rules! fail {
+    ($errs:expr, $rule:expr, $($arg:tt)*) => {
+        $errs.push(VerifyError::new($rule, format!($($arg)*)))
+    };
+}
+
+macro_rules! fail_at {
+    ($errs:expr, $at:expr, $rule:expr, $($arg:tt)*) => {
+        $errs.push(VerifyError::located($rule, $at, format!($($arg)*)))
+    };
+}
 
 /// Map rank → index into `p.gpus`, and per GPU TB id → index. Only valid
 /// after `check` passed.
@@ -42,64 +79,97 @@ impl Index {
     }
 }
 
+/// Every structural violation of `p`.
 pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
     let mut errs = Vec::new();
-    macro_rules! fail {
-        ($rule:expr, $($arg:tt)*) => { errs.push(VerifyError::new($rule, format!($($arg)*))) };
+    if !program(p, &mut errs) {
+        return errs;
     }
+    let idx = Index::new(p);
+    for g in &p.gpus {
+        gpu(p, g, opts, &mut errs);
+        threadblocks(p, g, &mut errs);
+        let gi = idx.gpu_of_rank[g.id as usize];
+        for (ti, t) in g.tbs.iter().enumerate() {
+            steps(p, g, &idx.tb_of_id[gi], ti, t, &mut errs);
+        }
+    }
+    if errs.is_empty() {
+        pairing(p, &idx, &mut errs);
+    }
+    errs
+}
+
+/// A threadblock's location (tb by id).
+fn tb_at(r: i64, t: &Threadblock, step: Option<usize>) -> Location {
+    Location {
+        rank: Some(r as usize),
+        tb: Some(t.id),
+        step,
+        line: step.map_or(t.line, |s| t.steps[s].line),
+    }
+}
+
+/// The program-wide rules; false when the rest cannot be checked.
+fn program(p: &Program, errs: &mut Vec<VerifyError>) -> bool {
     if p.coll != Collective::ReduceScatter {
         fail!(
+            errs,
             "collective",
             "coll {} is not supported: rscc verifies reduce-scatter schedules",
             p.coll.display()
         );
-        return errs;
+        return false;
     }
     if p.ngpus < 1 {
-        fail!("ngpus", "ngpus is {}; it must be at least 1", p.ngpus);
-        return errs;
+        fail!(errs, "ngpus", "ngpus is {}; it must be at least 1", p.ngpus);
+        return false;
     }
     let n = p.ngpus as usize;
-    if !(1..=32).contains(&p.nchannels) {
+    if !(1..=MAX_CHANNELS).contains(&p.nchannels) {
         fail!(
+            errs,
             "nchannels",
-            "nchannels is {}; it must be 1..=32",
+            "nchannels is {}; it must be 1..={MAX_CHANNELS}",
             p.nchannels
         );
     }
     if p.nchunksperloop < 1 || p.nchunksperloop % p.ngpus != 0 {
         fail!(
+            errs,
             "geometry",
             "nchunksperloop {} must be a positive multiple of ngpus {}",
             p.nchunksperloop,
             p.ngpus
         );
-        return errs;
+        return false;
     }
     if !p.inplace && !p.outofplace {
         fail!(
+            errs,
             "geometry",
             "the algorithm allows neither in-place nor out-of-place calls"
         );
     }
     if p.min_bytes < 0 {
-        fail!("bytes-window", "minBytes {} is negative", p.min_bytes);
+        fail!(errs, "bytes-window", "minBytes {} is negative", p.min_bytes);
     }
     if let Some(mx) = p.max_bytes {
         if mx < 0 || (mx > 0 && mx < p.min_bytes) {
             fail!(
+                errs,
                 "bytes-window",
                 "maxBytes {mx} must be 0 (no limit) or at least minBytes {}",
                 p.min_bytes
             );
         }
     }
-    let cps = p.nchunksperloop / p.ngpus;
     // Exactly one <gpu> per rank.
     let mut seen = vec![0usize; n];
     for g in &p.gpus {
         if g.id < 0 || g.id as usize >= n {
             fail!(
+                errs,
                 "gpu-ids",
                 "<gpu id=\"{}\"> (line {}) is outside 0..{}",
                 g.id,
@@ -112,314 +182,415 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
     }
     for (r, &c) in seen.iter().enumerate() {
         if c == 0 {
-            fail!("gpu-ids", "rank {r} has no <gpu> element");
+            fail!(errs, "gpu-ids", "rank {r} has no <gpu> element");
         } else if c > 1 {
-            fail!("gpu-ids", "rank {r} has {c} <gpu> elements");
+            fail!(errs, "gpu-ids", "rank {r} has {c} <gpu> elements");
         }
     }
-    if !errs.is_empty() {
-        return errs;
-    }
-    let idx = Index::new(p);
-    let max_steps = p.runtime.max_steps();
-    let max_tb_id = p.runtime.max_tb_id();
+    errs.is_empty()
+}
 
-    for g in &p.gpus {
-        let r = g.id;
-        // Buffer geometry (§5.2).
-        if g.i_chunks != p.nchunksperloop {
+/// One GPU's buffers, threadblock ids and counts.
+fn gpu(p: &Program, g: &GpuProgram, opts: &VerifyOptions, errs: &mut Vec<VerifyError>) {
+    let r = g.id;
+    let n = p.ngpus as usize;
+    let cps = p.nchunksperloop / p.ngpus;
+    let max_tb_id = p.runtime.max_tb_id();
+    // Buffer geometry (§5.2).
+    if g.i_chunks != p.nchunksperloop {
+        fail!(
+            errs,
+            "geometry",
+            "rank {r}: i_chunks is {} but must equal nchunksperloop {}",
+            g.i_chunks,
+            p.nchunksperloop
+        );
+    }
+    let names_o = g.tbs.iter().flat_map(|t| t.steps.iter()).any(|s| {
+        s.kind != StepKind::Nop
+            && (s.srcbuf == Buf::Output || s.dstbuf == Buf::Output)
+            && (s.srcoff >= 0 || s.dstoff >= 0)
+    });
+    let o_ok = g.o_chunks == cps || (g.o_chunks == 0 && !p.outofplace && !names_o);
+    if !o_ok {
+        fail!(
+            errs,
+            "geometry",
+            "rank {r}: o_chunks is {} but must be nchunksperloop/ngpus = {cps}{}",
+            g.o_chunks,
+            if p.outofplace {
+                ""
+            } else {
+                " (or 0 for an in-place-only file that never names o)"
+            }
+        );
+    }
+    if g.s_chunks < 0 {
+        fail!(
+            errs,
+            "geometry",
+            "rank {r}: s_chunks {} is negative",
+            g.s_chunks
+        );
+    }
+    if g.tbs.is_empty() {
+        fail!(errs, "gpu-ids", "rank {r} has no threadblocks");
+    }
+    // Threadblock ids dense, unique, within the runtime's range.
+    let mut ids: Vec<i64> = g.tbs.iter().map(|t| t.id).collect();
+    ids.sort_unstable();
+    for (want, &id) in ids.iter().enumerate() {
+        if id != want as i64 {
+            if want > 0 && ids[want - 1] == id {
+                fail!(
+                    errs,
+                    "tb-ids",
+                    "rank {r}: threadblock id {id} is used twice"
+                );
+            } else {
+                fail!(
+                    errs,
+                    "tb-ids",
+                    "rank {r}: threadblock ids must be dense 0..{}: id {want} is missing",
+                    g.tbs.len() - 1
+                );
+            }
+            break;
+        }
+    }
+    if g.tbs.len() > max_tb_id {
+        fail!(
+            errs,
+            "tb-count",
+            "rank {r}: {} threadblocks exceed the {:?} runtime's limit of {max_tb_id}",
+            g.tbs.len(),
+            p.runtime
+        );
+    }
+    if let Some(m) = opts.max_tbs {
+        if g.tbs.len() > m {
             fail!(
-                "geometry",
-                "rank {r}: i_chunks is {} but must equal nchunksperloop {}",
-                g.i_chunks,
-                p.nchunksperloop
+                errs,
+                "tb-count",
+                "rank {r}: {} threadblocks exceed the GPU's {m} SMs (all must be co-resident)",
+                g.tbs.len()
             );
         }
-        let names_o = g.tbs.iter().flat_map(|t| t.steps.iter()).any(|s| {
-            s.kind != StepKind::Nop
-                && (s.srcbuf == Buf::Output || s.dstbuf == Buf::Output)
-                && (s.srcoff >= 0 || s.dstoff >= 0)
-        });
-        let o_ok = g.o_chunks == cps || (g.o_chunks == 0 && !p.outofplace && !names_o);
-        if !o_ok {
-            fail!(
-                "geometry",
-                "rank {r}: o_chunks is {} but must be nchunksperloop/ngpus = {cps}{}",
-                g.o_chunks,
-                if p.outofplace {
-                    ""
-                } else {
-                    " (or 0 for an in-place-only file that never names o)"
-                }
-            );
-        }
-        if g.s_chunks < 0 {
-            fail!("geometry", "rank {r}: s_chunks {} is negative", g.s_chunks);
-        }
-        if g.tbs.is_empty() {
-            fail!("gpu-ids", "rank {r} has no threadblocks");
-        }
-        // Threadblock ids dense, unique, within the runtime's range.
-        let mut ids: Vec<i64> = g.tbs.iter().map(|t| t.id).collect();
-        ids.sort_unstable();
-        for (want, &id) in ids.iter().enumerate() {
-            if id != want as i64 {
-                if want > 0 && ids[want - 1] == id {
-                    fail!("tb-ids", "rank {r}: threadblock id {id} is used twice");
-                } else {
-                    fail!(
-                        "tb-ids",
-                        "rank {r}: threadblock ids must be dense 0..{}: id {want} is missing",
-                        g.tbs.len() - 1
-                    );
-                }
-                break;
+    }
+    let nodes = 1 + n + g.tbs.len() + g.tbs.iter().map(|t| t.steps.len()).sum::<usize>();
+    if nodes > MAX_PARSE_NODES {
+        fail!(
+            errs,
+            "parse-nodes",
+            "rank {r}: {nodes} XML nodes (1 + ngpus + tbs + steps) exceed the runtime parser's {MAX_PARSE_NODES}"
+        );
+    }
+}
+
+/// One GPU's threadblocks: peers, channels, connections, step counts.
+fn threadblocks(p: &Program, g: &GpuProgram, errs: &mut Vec<VerifyError>) {
+    let r = g.id;
+    let n = p.ngpus as usize;
+    let max_steps = p.runtime.max_steps();
+    // One TB per (chan, peer, direction); ≤ 32 peer TBs per channel.
+    let mut send_conn: HashMap<(i64, i64), i64> = HashMap::new();
+    let mut recv_conn: HashMap<(i64, i64), i64> = HashMap::new();
+    let mut sends_per_chan: HashMap<i64, usize> = HashMap::new();
+    let mut recvs_per_chan: HashMap<i64, usize> = HashMap::new();
+    for t in &g.tbs {
+        let tb = t.id;
+        let at = tb_at(r, t, None);
+        for (what, peer) in [("send", t.send), ("recv", t.recv)] {
+            if peer < -1 || peer >= n as i64 {
+                fail_at!(
+                    errs,
+                    at,
+                    "peer",
+                    "rank {r} tb {tb} (line {}): {what}=\"{peer}\" is not -1 or a rank 0..{}",
+                    t.line,
+                    n - 1
+                );
+            } else if peer == r {
+                fail_at!(
+                    errs,
+                    at,
+                    "peer",
+                    "rank {r} tb {tb} (line {}): {what} peer is its own rank",
+                    t.line
+                );
             }
         }
-        if g.tbs.len() > max_tb_id {
-            fail!(
-                "tb-count",
-                "rank {r}: {} threadblocks exceed the {:?} runtime's limit of {max_tb_id}",
-                g.tbs.len(),
+        if t.chan < 0 || t.chan >= p.nchannels {
+            fail_at!(
+                errs,
+                at,
+                "channel",
+                "rank {r} tb {tb} (line {}): chan {} is outside 0..nchannels-1 = 0..{}",
+                t.line,
+                t.chan,
+                p.nchannels - 1
+            );
+        }
+        if t.send >= 0 {
+            if let Some(other) = send_conn.insert((t.chan, t.send), tb) {
+                fail_at!(
+                    errs,
+                    at,
+                    "connection",
+                    "rank {r}: tbs {other} and {tb} both send to rank {} on channel {}",
+                    t.send,
+                    t.chan
+                );
+            }
+            *sends_per_chan.entry(t.chan).or_default() += 1;
+        }
+        if t.recv >= 0 {
+            if let Some(other) = recv_conn.insert((t.chan, t.recv), tb) {
+                fail_at!(
+                    errs,
+                    at,
+                    "connection",
+                    "rank {r}: tbs {other} and {tb} both receive from rank {} on channel {}",
+                    t.recv,
+                    t.chan
+                );
+            }
+            *recvs_per_chan.entry(t.chan).or_default() += 1;
+        }
+        if t.steps.len() > max_steps {
+            fail_at!(
+                errs,
+                at,
+                "step-count",
+                "rank {r} tb {tb}: {} steps exceed the {:?} runtime's {max_steps} per threadblock",
+                t.steps.len(),
                 p.runtime
             );
         }
-        if let Some(m) = opts.max_tbs {
-            if g.tbs.len() > m {
-                fail!(
-                    "tb-count",
-                    "rank {r}: {} threadblocks exceed the GPU's {m} SMs (all must be co-resident)",
-                    g.tbs.len()
-                );
-            }
-        }
-        let nodes = 1 + n + g.tbs.len() + g.tbs.iter().map(|t| t.steps.len()).sum::<usize>();
-        if nodes > MAX_PARSE_NODES {
+    }
+    for (c, k) in sends_per_chan.iter().chain(recvs_per_chan.iter()) {
+        if *k > MAX_PEER_TBS_PER_CHAN {
             fail!(
-                "parse-nodes",
-                "rank {r}: {nodes} XML nodes (1 + ngpus + tbs + steps) exceed the runtime parser's {MAX_PARSE_NODES}"
+                errs,
+                "connection",
+                "rank {r}: {k} threadblocks with a peer in one direction on channel {c} (at most {MAX_PEER_TBS_PER_CHAN})"
             );
         }
-        // One TB per (chan, peer, direction); ≤ 32 peer TBs per channel.
-        let mut send_conn: HashMap<(i64, i64), i64> = HashMap::new();
-        let mut recv_conn: HashMap<(i64, i64), i64> = HashMap::new();
-        let mut sends_per_chan: HashMap<i64, usize> = HashMap::new();
-        let mut recvs_per_chan: HashMap<i64, usize> = HashMap::new();
-        for t in &g.tbs {
-            let tb = t.id;
-            for (what, peer) in [("send", t.send), ("recv", t.recv)] {
-                if peer < -1 || peer >= n as i64 {
-                    fail!(
-                        "peer",
-                        "rank {r} tb {tb} (line {}): {what}=\"{peer}\" is not -1 or a rank 0..{}",
-                        t.line,
-                        n - 1
-                    );
-                } else if peer == r {
-                    fail!(
-                        "peer",
-                        "rank {r} tb {tb} (line {}): {what} peer is its own rank",
-                        t.line
-                    );
-                }
-            }
-            if t.chan < 0 || t.chan >= p.nchannels {
-                fail!(
-                    "channel",
-                    "rank {r} tb {tb} (line {}): chan {} is outside 0..nchannels-1 = 0..{}",
-                    t.line,
-                    t.chan,
-                    p.nchannels - 1
+    }
+}
+
+/// The steps of threadblock `ti` of GPU `g`; `tb_of_id` maps that GPU's
+/// threadblock ids to positions.
+fn steps(
+    p: &Program,
+    g: &GpuProgram,
+    tb_of_id: &HashMap<i64, usize>,
+    ti: usize,
+    t: &Threadblock,
+    errs: &mut Vec<VerifyError>,
+) {
+    let r = g.id;
+    let tb = t.id;
+    let mut prev_nop_dep = false;
+    for (si, s) in t.steps.iter().enumerate() {
+        let here = Here(p, r as usize, ti, si);
+        let at = tb_at(r, t, Some(si));
+        if s.s != si as i64 {
+            fail_at!(
+                errs,
+                at,
+                "step-index",
+                "{here}: s=\"{}\" but the runtime numbers steps by position ({si})",
+                s.s
+            );
+        }
+        if s.kind.sends() && t.send < 0 {
+            fail_at!(
+                errs,
+                at,
+                "peer",
+                "{here}: {} sends but tb {tb} has send=-1",
+                s.kind
+            );
+        }
+        if s.kind.recvs() && t.recv < 0 {
+            fail_at!(
+                errs,
+                at,
+                "peer",
+                "{here}: {} receives but tb {tb} has recv=-1",
+                s.kind
+            );
+        }
+        if s.kind != StepKind::Nop {
+            if s.cnt < 1 || s.cnt > MAX_CNT {
+                fail_at!(
+                    errs,
+                    at,
+                    "count",
+                    "{here}: cnt {} must be 1..={MAX_CNT}",
+                    s.cnt
                 );
             }
-            if t.send >= 0 {
-                if let Some(other) = send_conn.insert((t.chan, t.send), tb) {
-                    fail!(
-                        "connection",
-                        "rank {r}: tbs {other} and {tb} both send to rank {} on channel {}",
-                        t.send,
-                        t.chan
+            // Every buffer the step names: used fields must be in range;
+            // informational ones may be -1 (unused) or in range.
+            let used_src = s.kind.reads_src();
+            let used_dst = s.kind.writes_dst() || s.kind.reads_dst();
+            for (which, buf, off, used) in [
+                ("src", s.srcbuf, s.srcoff, used_src),
+                ("dst", s.dstbuf, s.dstoff, used_dst),
+            ] {
+                let size = g.chunks(buf);
+                if off == -1 && !used {
+                    continue;
+                }
+                if !(0..=MAX_OFF).contains(&off) || off + s.cnt.max(1) > size {
+                    fail_at!(
+                        errs,
+                        at,
+                        "range",
+                        "{here}: {which} {}[{off}..{}] is outside the {} chunks of buffer {}",
+                        buf.letter(),
+                        off + s.cnt,
+                        size,
+                        buf.letter()
                     );
                 }
-                *sends_per_chan.entry(t.chan).or_default() += 1;
             }
-            if t.recv >= 0 {
-                if let Some(other) = recv_conn.insert((t.chan, t.recv), tb) {
-                    fail!(
-                        "connection",
-                        "rank {r}: tbs {other} and {tb} both receive from rank {} on channel {}",
-                        t.recv,
-                        t.chan
-                    );
-                }
-                *recvs_per_chan.entry(t.chan).or_default() += 1;
-            }
-            if t.steps.len() > max_steps {
-                fail!(
-                    "step-count",
-                    "rank {r} tb {tb}: {} steps exceed the {:?} runtime's {max_steps} per threadblock",
-                    t.steps.len(),
-                    p.runtime
+            if p.outofplace && s.kind.writes_dst() && s.dstbuf == Buf::Input {
+                fail_at!(
+                    errs,
+                    at,
+                    "input-write",
+                    "{here}: {} writes the input buffer i, but the algorithm allows out-of-place calls, whose send buffer is const",
+                    s.kind
                 );
             }
         }
-        for (c, k) in sends_per_chan.iter().chain(recvs_per_chan.iter()) {
-            if *k > MAX_PEER_TBS_PER_CHAN {
-                fail!(
-                    "connection",
-                    "rank {r}: {k} threadblocks with a peer in one direction on channel {c} (at most {MAX_PEER_TBS_PER_CHAN})"
+        dependency(g, tb_of_id, ti, si, &here, at, errs);
+        if s.kind == StepKind::Nop {
+            prev_nop_dep |= s.depid >= 0;
+        } else {
+            if prev_nop_dep && s.depid < 0 {
+                fail_at!(
+                    errs,
+                    at,
+                    "nop-chain",
+                    "{here}: follows nop steps with dependencies, so it must itself have depid >= 0"
                 );
             }
+            prev_nop_dep = false;
         }
-        // Steps.
-        let gi = idx.gpu_of_rank[r as usize];
-        for (ti, t) in g.tbs.iter().enumerate() {
-            let tb = t.id;
-            let mut prev_nop_dep = false;
-            for (si, s) in t.steps.iter().enumerate() {
-                let here = Here(p, r as usize, ti, si);
-                if s.s != si as i64 {
-                    fail!(
-                        "step-index",
-                        "{here}: s=\"{}\" but the runtime numbers steps by position ({si})",
-                        s.s
-                    );
-                }
-                if s.kind.sends() && t.send < 0 {
-                    fail!("peer", "{here}: {} sends but tb {tb} has send=-1", s.kind);
-                }
-                if s.kind.recvs() && t.recv < 0 {
-                    fail!(
-                        "peer",
-                        "{here}: {} receives but tb {tb} has recv=-1",
-                        s.kind
-                    );
-                }
-                if s.kind != StepKind::Nop {
-                    if s.cnt < 1 || s.cnt > MAX_CNT {
-                        fail!("count", "{here}: cnt {} must be 1..={MAX_CNT}", s.cnt);
-                    }
-                    // Every buffer the step names: used fields must be in
-                    // range; informational ones may be -1 (unused) or in range.
-                    let used_src = s.kind.reads_src();
-                    let used_dst = s.kind.writes_dst() || s.kind.reads_dst();
-                    for (which, buf, off, used) in [
-                        ("src", s.srcbuf, s.srcoff, used_src),
-                        ("dst", s.dstbuf, s.dstoff, used_dst),
-                    ] {
-                        let size = g.chunks(buf);
-                        if off == -1 && !used {
-                            continue;
-                        }
-                        if !(0..=MAX_OFF).contains(&off) || off + s.cnt.max(1) > size {
-                            fail!(
-                                "range",
-                                "{here}: {which} {}[{off}..{}] is outside the {} chunks of buffer {}",
-                                buf.letter(),
-                                off + s.cnt,
-                                size,
-                                buf.letter()
-                            );
-                        }
-                    }
-                    if p.outofplace && s.kind.writes_dst() && s.dstbuf == Buf::Input {
-                        fail!(
-                            "input-write",
-                            "{here}: {} writes the input buffer i, but the algorithm allows out-of-place calls, whose send buffer is const",
-                            s.kind
-                        );
-                    }
-                }
-                // Dependencies (§6).
-                if (s.depid >= 0) != (s.deps >= 0) || s.depid < -1 || s.deps < -1 {
-                    fail!(
-                        "dependency",
-                        "{here}: depid={} deps={}: both must be -1 or both name a step",
-                        s.depid,
-                        s.deps
-                    );
-                } else if let Some((d, ds)) = s.dep() {
-                    match idx.tb_of_id[gi].get(&(d as i64)) {
-                        None => fail!(
-                            "dependency",
-                            "{here}: depid {d} is not a threadblock of rank {r}"
-                        ),
-                        Some(&dti) => {
-                            let dt = &g.tbs[dti];
-                            if dti == ti {
-                                fail!("dependency", "{here}: depends on its own threadblock");
-                            } else if ds >= dt.steps.len() {
-                                fail!(
-                                    "dependency",
-                                    "{here}: deps {ds} is beyond the {} steps of tb {d}",
-                                    dt.steps.len()
-                                );
-                            } else {
-                                let target = &dt.steps[ds];
-                                if target.kind == StepKind::Nop {
-                                    fail!(
-                                        "dependency",
-                                        "{here}: waits on tb {d} step {ds}, a nop, which publishes nothing"
-                                    );
-                                } else if !target.hasdep {
-                                    fail!(
-                                        "hasdep",
-                                        "{here}: waits on tb {d} step {ds}, which lacks hasdep=\"1\" (the waiter would never be released in the last tile)"
-                                    );
-                                }
-                                if d as i64 > MAX_DEP_TARGET_TB {
-                                    fail!(
-                                        "dependency",
-                                        "{here}: dependency target tb {d} has an id above {MAX_DEP_TARGET_TB} (stored in an int8)"
-                                    );
-                                }
-                            }
-                        }
-                    }
-                }
-                if s.kind == StepKind::Nop {
-                    prev_nop_dep |= s.depid >= 0;
-                } else {
-                    if prev_nop_dep && s.depid < 0 {
-                        fail!(
-                            "nop-chain",
-                            "{here}: follows nop steps with dependencies, so it must itself have depid >= 0"
-                        );
-                    }
-                    prev_nop_dep = false;
-                }
-                // Adjacent fusable re steps need equal cnt.
-                if s.kind == StepKind::Reduce && si > 0 {
-                    let q = &t.steps[si - 1];
-                    if q.kind == StepKind::Reduce
-                        && q.srcbuf == s.srcbuf
-                        && q.dstbuf == s.dstbuf
-                        && q.dstoff == s.dstoff
-                        && s.depid < 0
-                        && !q.hasdep
-                        && q.cnt != s.cnt
-                    {
-                        fail!(
-                            "re-fusion",
-                            "{here}: the runtime fuses this re with the previous one and keeps only the last cnt ({} vs {})",
-                            s.cnt,
-                            q.cnt
-                        );
-                    }
-                }
+        // Adjacent fusable re steps need equal cnt.
+        if s.kind == StepKind::Reduce && si > 0 {
+            let q = &t.steps[si - 1];
+            if q.kind == StepKind::Reduce
+                && q.srcbuf == s.srcbuf
+                && q.dstbuf == s.dstbuf
+                && q.dstoff == s.dstoff
+                && s.depid < 0
+                && !q.hasdep
+                && q.cnt != s.cnt
+            {
+                fail_at!(
+                    errs,
+                    at,
+                    "re-fusion",
+                    "{here}: the runtime fuses this re with the previous one and keeps only the last cnt ({} vs {})",
+                    s.cnt,
+                    q.cnt
+                );
             }
         }
     }
-    if !errs.is_empty() {
-        return errs;
+}
+
+/// The dependency of step `si` of threadblock `ti` (§6).
+fn dependency(
+    g: &GpuProgram,
+    tb_of_id: &HashMap<i64, usize>,
+    ti: usize,
+    si: usize,
+    here: &Here,
+    at: Location,
+    errs: &mut Vec<VerifyError>,
+) {
+    let r = g.id;
+    let s = &g.tbs[ti].steps[si];
+    if (s.depid >= 0) != (s.deps >= 0) || s.depid < -1 || s.deps < -1 {
+        fail_at!(
+            errs,
+            at,
+            "dependency",
+            "{here}: depid={} deps={}: both must be -1 or both name a step",
+            s.depid,
+            s.deps
+        );
+        return;
     }
-    // Connection pairing (§8.2 item 3).
+    let Some((d, ds)) = s.dep() else { return };
+    let Some(&dti) = tb_of_id.get(&(d as i64)) else {
+        fail_at!(
+            errs,
+            at,
+            "dependency",
+            "{here}: depid {d} is not a threadblock of rank {r}"
+        );
+        return;
+    };
+    let dt = &g.tbs[dti];
+    if dti == ti {
+        fail_at!(
+            errs,
+            at,
+            "dependency",
+            "{here}: depends on its own threadblock"
+        );
+    } else if ds >= dt.steps.len() {
+        fail_at!(
+            errs,
+            at,
+            "dependency",
+            "{here}: deps {ds} is beyond the {} steps of tb {d}",
+            dt.steps.len()
+        );
+    } else {
+        let target = &dt.steps[ds];
+        if target.kind == StepKind::Nop {
+            fail_at!(
+                errs,
+                at,
+                "dependency",
+                "{here}: waits on tb {d} step {ds}, a nop, which publishes nothing"
+            );
+        } else if !target.hasdep {
+            fail_at!(
+                errs,
+                at,
+                "hasdep",
+                "{here}: waits on tb {d} step {ds}, which lacks hasdep=\"1\" (the waiter would never be released in the last tile)"
+            );
+        }
+        if d as i64 > MAX_DEP_TARGET_TB {
+            fail_at!(
+                errs,
+                at,
+                "dependency",
+                "{here}: dependency target tb {d} has an id above {MAX_DEP_TARGET_TB} (stored in an int8)"
+            );
+        }
+    }
+}
+
+/// Connection pairing (§8.2 item 3).
+fn pairing(p: &Program, idx: &Index, errs: &mut Vec<VerifyError>) {
     for g in &p.gpus {
         let a = g.id as usize;
         for t in &g.tbs {
             if t.send < 0 {
                 continue;
             }
+            let at = tb_at(g.id, t, None);
             let b = t.send as usize;
             let gb = &p.gpus[idx.gpu_of_rank[b]];
             let Some(rt) = gb
@@ -427,7 +598,9 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
                 .iter()
                 .find(|u| u.recv == a as i64 && u.chan == t.chan)
             else {
-                fail!(
+                fail_at!(
+                    errs,
+                    at,
                     "pairing",
                     "rank {a} tb {} sends to rank {b} on channel {}, but rank {b} has no threadblock receiving from rank {a} on that channel",
                     t.id,
@@ -450,7 +623,9 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
                 .map(|(i, s)| (i, s.cnt))
                 .collect();
             if sends.len() != recvs.len() {
-                fail!(
+                fail_at!(
+                    errs,
+                    at,
                     "pairing",
                     "connection rank {a} -> rank {b} channel {}: tb {} of rank {a} sends {} times but tb {} of rank {b} receives {} times",
                     t.chan,
@@ -463,7 +638,9 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
             }
             for (k, (s, r)) in sends.iter().zip(recvs.iter()).enumerate() {
                 if s.1 != r.1 {
-                    fail!(
+                    fail_at!(
+                        errs,
+                        tb_at(g.id, t, Some(s.0)),
                         "pairing",
                         "connection rank {a} -> rank {b} channel {}: send #{k} (rank {a} tb {} step {}) has cnt {} but its receive (rank {b} tb {} step {}) has cnt {}",
                         t.chan,
@@ -485,7 +662,9 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
             let b = t.recv as usize;
             let gb = &p.gpus[idx.gpu_of_rank[b]];
             if !gb.tbs.iter().any(|u| u.send == g.id && u.chan == t.chan) {
-                fail!(
+                fail_at!(
+                    errs,
+                    tb_at(g.id, t, None),
                     "pairing",
                     "rank {} tb {} receives from rank {b} on channel {}, but rank {b} has no threadblock sending to rank {} on that channel",
                     g.id,
@@ -496,7 +675,6 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
             }
         }
     }
-    errs
 }
 
 /// A step's location, formatted only when a message needs it.
@@ -504,6 +682,6 @@ struct Here<'a>(&'a Program, usize, usize, usize);
 
 impl std::fmt::Display for Here<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&at(self.0, self.1, self.2, self.3))
+        f.write_str(&super::at(self.0, self.1, self.2, self.3))
     }
 }

@@ -15,7 +15,8 @@
 //!    and explicit dependencies (vector clocks over the rank's threadblocks).
 
 use super::structure::Index;
-use super::{at, VerifyError};
+use super::{at, location, VerifyError};
+use crate::ir::resolve::resolve;
 use crate::ir::{Buf, Program, Step, StepKind};
 use std::collections::HashMap;
 
@@ -273,6 +274,8 @@ fn send_event(first: u32, s: &Step, i: u32) -> u32 {
 /// connection.) A cycle is a deadlock.
 fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
     let idx = Index::new(p);
+    // The structural rules have passed, so every reference resolves.
+    let res = resolve(p).map_err(|e| VerifyError::new("internal", e.to_string()))?;
     if p.num_steps() >= (u32::MAX / 4) as usize {
         return Err(VerifyError::new(
             "size",
@@ -299,6 +302,10 @@ fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
     let here = |gid: usize| {
         let (gi, ti, si) = loc[gid];
         at(p, p.gpus[gi as usize].id as usize, ti as usize, si as usize)
+    };
+    let locate = |gid: usize| {
+        let (gi, ti, si) = loc[gid];
+        location(p, gi as usize, ti as usize, si as usize)
     };
     // Events: a step's first event, and its last (the same for one-event
     // steps; the next id for receive-then-send steps).
@@ -343,39 +350,32 @@ fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
     // threadblock on the same channel.
     let mut pair_prev = vec![NONE; total];
     let mut msg_in = vec![NONE; total];
-    for (gi, g) in p.gpus.iter().enumerate() {
-        let a = g.id;
-        for (ti, t) in g.tbs.iter().enumerate() {
-            if t.send < 0 {
-                continue;
+    for c in &res.conns {
+        let (Some(sk), Some(rk)) = (c.sender, c.receiver) else {
+            continue;
+        };
+        let (st, rt) = (&res.tbs[sk], &res.tbs[rk]);
+        let t = &p.gpus[st.gpu].tbs[st.local];
+        let u = &p.gpus[rt.gpu].tbs[rt.local];
+        let sends = t.steps.iter().enumerate().filter(|(_, s)| s.kind.sends());
+        let recvs = u.steps.iter().enumerate().filter(|(_, s)| s.kind.recvs());
+        for ((si, ss), (ri, rs)) in sends.zip(recvs) {
+            let snd = base[st.gpu][st.local] as usize + si;
+            let rcv = base[rt.gpu][rt.local] as usize + ri;
+            if ss.cnt != rs.cnt && rs.kind != StepKind::Nop {
+                return Err(VerifyError::new(
+                    "pairing",
+                    format!(
+                        "{}: receives {} chunks but {} were sent",
+                        here(rcv),
+                        rs.cnt,
+                        ss.cnt
+                    ),
+                )
+                .with_at(locate(rcv)));
             }
-            let gb = idx.gpu_of_rank[t.send as usize];
-            let Some(rti) = p.gpus[gb]
-                .tbs
-                .iter()
-                .position(|u| u.recv == a && u.chan == t.chan)
-            else {
-                continue;
-            };
-            let rt = &p.gpus[gb].tbs[rti];
-            let sends = t.steps.iter().enumerate().filter(|(_, s)| s.kind.sends());
-            let recvs = rt.steps.iter().enumerate().filter(|(_, s)| s.kind.recvs());
-            for ((si, ss), (ri, rs)) in sends.zip(recvs) {
-                let (snd, rcv) = (base[gi][ti] as usize + si, base[gb][rti] as usize + ri);
-                if ss.cnt != rs.cnt && rs.kind != StepKind::Nop {
-                    return Err(VerifyError::new(
-                        "pairing",
-                        format!(
-                            "{}: receives {} chunks but {} were sent",
-                            here(rcv),
-                            rs.cnt,
-                            ss.cnt
-                        ),
-                    ));
-                }
-                pair_prev[rcv] = snd as u32;
-                msg_in[rcv] = msg_off[snd];
-            }
+            pair_prev[rcv] = snd as u32;
+            msg_in[rcv] = msg_off[snd];
         }
     }
     for (gid, &prev) in pair_prev.iter().enumerate() {
@@ -383,17 +383,16 @@ fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
             return Err(VerifyError::new(
                 "pairing",
                 format!("{} receives but nothing is sent to it", here(gid)),
-            ));
+            )
+            .with_at(locate(gid)));
         }
     }
     let mut dep_of = vec![NONE; total];
-    for (gi, g) in p.gpus.iter().enumerate() {
-        for (ti, t) in g.tbs.iter().enumerate() {
-            for (si, s) in t.steps.iter().enumerate() {
-                if let Some((d, ds)) = s.dep() {
-                    let dti = idx.tb_of_id[gi][&(d as i64)];
-                    dep_of[base[gi][ti] as usize + si] = base[gi][dti] + ds as u32;
-                }
+    for t in &res.tbs {
+        for si in 0..t.steps {
+            if let Some((d, ds)) = res.deps[t.first_step + si] {
+                let dt = &res.tbs[d];
+                dep_of[base[t.gpu][t.local] as usize + si] = base[dt.gpu][dt.local] + ds as u32;
             }
         }
     }
@@ -494,7 +493,8 @@ fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
                 "the happens-before graph (program order, dependencies, send/receive pairing) has a cycle: {} can never run ({blocked_steps} steps blocked)",
                 here(s)
             ),
-        ));
+        )
+        .with_at(locate(s)));
     }
     let steps = p
         .steps()
@@ -649,6 +649,7 @@ fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError>
                                     off + j as i64
                                 ),
                             )
+                            .with_at(location(p, gi, ti, si))
                         })
                     };
                 let value = match st.kind {
@@ -776,6 +777,12 @@ fn race(
             mode.name()
         ),
     )
+    .with_at(
+        p.gpus
+            .iter()
+            .position(|g| g.id == rank)
+            .and_then(|gi| location(p, gi, ti, si)),
+    )
 }
 
 fn postcondition<V: Sym>(
@@ -842,7 +849,8 @@ fn deadlock_free_plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
                     "{}. The cycle needs MSCCL's split of multi-chunk steps (cnt up to {max_cnt}) into one message per chunk, which happens above {one_call_up_to} B; with maxBytes ≤ {one_call_up_to} each step stays one message and the file is safe",
                     e.msg
                 ),
-            ))
+            )
+            .with_at(e.at))
         }
         r => r,
     }
