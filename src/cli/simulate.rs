@@ -115,22 +115,7 @@ pub fn report(
             .map_err(|e| CliError::input(format!("{}: {e}", path.display())))?;
     }
     if as_json {
-        let v: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "size_bytes": r.size_bytes,
-                    "count": r.count,
-                    "type": r.dtype,
-                    "time_us": r.time_us,
-                    "algbw_gbps": r.algbw_gbps,
-                    "busbw_gbps": r.busbw_gbps,
-                    "bound_us": r.bound_us,
-                    "bound_ratio": r.bound_ratio,
-                })
-            })
-            .collect();
-        return serde_json::to_string_pretty(&v).map_err(CliError::input);
+        return serde_json::to_string_pretty(&rows).map_err(CliError::input);
     }
     Ok(table(prog, topo, &rows, opts))
 }

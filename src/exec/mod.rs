@@ -13,7 +13,7 @@ mod plan;
 
 pub use elem::{DType, RedOp};
 
-use crate::ir::Program;
+use crate::ir::{Collective, Program};
 use elem::{Elem, Max, Min, Op, Prod, Sum};
 use half::{bf16, f16};
 use std::fmt;
@@ -132,7 +132,7 @@ impl SizeResult {
             count,
             time_us: secs * 1e6,
             algbw_gbps: algbw,
-            busbw_gbps: algbw * (n as f64 - 1.0) / n as f64,
+            busbw_gbps: algbw * Collective::ReduceScatter.busbw_factor(n),
             membw_frac: membw.map(|b| (n as f64 + 1.0) * algbw / b),
             correct: wrong.map(|w| w == 0),
             wrong,
@@ -292,8 +292,9 @@ pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecErro
 pub fn count_for(size_bytes: u64, esize: usize, ngpus: usize, c: usize) -> u64 {
     let elems = size_bytes / esize.max(1) as u64;
     let c = c.max(1) as u64;
+    // Whole loops of C chunks, then nccl-tests' count of that size.
     let e = (elems - elems % c).max(c);
-    e / ngpus.max(1) as u64
+    Collective::ReduceScatter.element_count(ngpus, e, 1)
 }
 
 fn run_typed<T: Elem, O: Op<T>>(

@@ -7,6 +7,7 @@ pub mod msccl;
 pub mod program;
 pub mod resolve;
 pub mod spec;
+pub mod summary;
 pub mod topology;
 
 pub use algorithm::{Algorithm, AlgorithmError, Transfer};

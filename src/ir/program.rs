@@ -17,6 +17,26 @@ pub enum Collective {
 }
 
 impl Collective {
+    /// nccl-tests' bus-bandwidth factor: busbw = algbw · factor, with
+    /// (N−1)/N for reduce-scatter and allgather, 2(N−1)/N for allreduce.
+    pub fn busbw_factor(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n,
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+        }
+    }
+    /// The call's element count (nccl-tests' `count`: recvcount for
+    /// reduce-scatter, sendcount for allgather, count for allreduce) for
+    /// `size_bytes` of elements of `esize` bytes, nccl-tests' S (the per-rank
+    /// input for reduce-scatter, output for allgather).
+    pub fn element_count(self, n: usize, size_bytes: u64, esize: usize) -> u64 {
+        let elems = size_bytes / esize.max(1) as u64;
+        match self {
+            Collective::ReduceScatter | Collective::AllGather => elems / n.max(1) as u64,
+            Collective::AllReduce => elems,
+        }
+    }
     pub fn display(self) -> &'static str {
         match self {
             Collective::ReduceScatter => "reduce-scatter",

@@ -4,7 +4,7 @@
 
 use super::{simulate, SimError, SimOptions};
 use crate::bound;
-use crate::ir::{Collective, Program, Topology};
+use crate::ir::{Program, Topology};
 use serde::Serialize;
 
 /// One size of a report (nccl-tests' definitions, DESIGN.md).
@@ -14,6 +14,7 @@ pub struct Row {
     pub size_bytes: u64,
     /// Elements per rank in the call (recvcount for reduce-scatter).
     pub count: u64,
+    #[serde(rename = "type")]
     pub dtype: &'static str,
     pub time_us: f64,
     /// S / t, GB/s.
@@ -24,24 +25,6 @@ pub struct Row {
     pub bound_us: Option<f64>,
     /// bound / time (1.0 = at the limit).
     pub bound_ratio: Option<f64>,
-}
-
-/// nccl-tests' bus-bandwidth factor.
-pub fn busbw_factor(coll: Collective, n: usize) -> f64 {
-    let n = n as f64;
-    match coll {
-        Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n,
-        Collective::AllReduce => 2.0 * (n - 1.0) / n,
-    }
-}
-
-/// Element count of the call for `size_bytes` of float (4-byte) data.
-pub fn element_count(coll: Collective, n: usize, size_bytes: u64) -> u64 {
-    let elems = size_bytes / 4;
-    match coll {
-        Collective::ReduceScatter | Collective::AllGather => elems / n.max(1) as u64,
-        Collective::AllReduce => elems,
-    }
 }
 
 /// Simulate `prog` at every size and score it against the bound.
@@ -63,11 +46,11 @@ pub fn busbw_table(
         let bound_us = bw.as_ref().zip(lat.as_ref()).map(|(b, l)| l.bound_us(b, s));
         rows.push(Row {
             size_bytes: s,
-            count: element_count(prog.coll, n, s),
+            count: prog.coll.element_count(n, s, 4),
             dtype: "float",
             time_us: t,
             algbw_gbps: algbw,
-            busbw_gbps: algbw * busbw_factor(prog.coll, n),
+            busbw_gbps: algbw * prog.coll.busbw_factor(n),
             bound_us,
             bound_ratio: bound_us.filter(|_| t > 0.0).map(|b| b / t),
         });
@@ -91,13 +74,16 @@ pub fn ring_baseline(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::ir::Collective;
 
     #[test]
     fn factors_and_counts() {
-        assert_eq!(busbw_factor(Collective::ReduceScatter, 8), 7.0 / 8.0);
-        assert_eq!(busbw_factor(Collective::AllReduce, 4), 1.5);
-        assert_eq!(element_count(Collective::ReduceScatter, 8, 1 << 20), 32768);
-        assert_eq!(element_count(Collective::AllReduce, 8, 1 << 20), 262144);
+        assert_eq!(Collective::ReduceScatter.busbw_factor(8), 7.0 / 8.0);
+        assert_eq!(Collective::AllReduce.busbw_factor(4), 1.5);
+        assert_eq!(
+            Collective::ReduceScatter.element_count(8, 1 << 20, 4),
+            32768
+        );
+        assert_eq!(Collective::AllReduce.element_count(8, 1 << 20, 4), 262144);
     }
 }
