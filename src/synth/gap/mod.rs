@@ -1,0 +1,188 @@
+//! Gap: a two-wave reduce-scatter for meshes of diameter two (DGX-1's
+//! hybrid cube-mesh), tuned for medium messages (tens of KiB).
+//!
+//! Every rank u sends its contribution to shard d in one of two ways:
+//!
+//! - a *neighbour* of d (one hop away) sends its own bytes straight to d
+//!   at step 0, on channels of their own;
+//! - a *far* rank (two hops away) sends to a *relay* — a neighbour of d it
+//!   has a link to — which adds it to its own contribution and forwards
+//!   the sum (store-and-forward), or sends cut-through over its two-hop
+//!   route.
+//!
+//! With α per hop, the relayed sums cannot reach d before 2α, so a
+//! neighbour's own bytes fill d's ingress links in the *gap* before the
+//! second wave arrives; the fewest-hop trees (`tree`) merge everything
+//! first and leave that window empty. Which relay (or route) each far rank
+//! uses is a per-shard *vector*; a window LP ([`solve`]) splits every
+//! shard among the vectors so that each ingress link finishes both waves
+//! at once, and the shares are rounded to `chunks` chunks per shard. The
+//! LP has many optima; it is solved with [`GAP_LPS`] solver seeds, and
+//! each answer is a start for the search.
+//!
+//! In the max-min fair cost model concurrent pieces on a link finish in
+//! size order, so relayed groups are cut into *pieces* in harmonic-like
+//! proportions (1:2:3 …) that pipeline the two hops. The rounding and the
+//! piece patterns are then improved by a deterministic local search
+//! ([`Gap::search`]) that the driver scores in the simulator with a fixed
+//! evaluation budget: same input, same schedule. It climbs from the best
+//! start, then restarts from the next best. Where the topology has
+//! symmetries (`automorphisms`: DGX-1 has four), the search moves whole
+//! orbits of shards at once.
+//!
+//! The parts: `model` (the shape a topology must have, the vectors, the
+//! topology's symmetries and the ties between shards they give), `lp`
+//! (the window LP and [`solve`]), `schedule` (a [`Plan`]'s rounding,
+//! pieces and [`Algorithm`](crate::ir::Algorithm)) and `search`
+//! ([`Gap::search`]). This file holds the synthesizer, the defaults and
+//! the two types the parts share, [`Gap`] and [`Plan`].
+
+mod lp;
+mod model;
+mod schedule;
+mod search;
+
+pub use lp::solve;
+pub use model::{offered, Via};
+pub use schedule::PATTERNS;
+pub use search::SearchStats;
+
+use super::{
+    Budget, Candidate, Context, Offer, Score, Search, Searched, Stop, SynthError, Synthesizer,
+};
+use model::Owner;
+use rustc_hash::FxHashMap;
+use std::rc::Rc;
+
+/// The gap synthesizer: the window LP's roundings, improved by the
+/// driver-scored search ([`Gap::search`]).
+pub struct GapSynth;
+
+impl Synthesizer for GapSynth {
+    fn name(&self) -> &'static str {
+        "gap"
+    }
+    fn summary(&self) -> &'static str {
+        "two-wave relay schedule for diameter-two meshes, tuned for medium messages by a simulator-scored search"
+    }
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        offered(ctx.topo).map_err(|why| SynthError::not_offered("gap", why))?;
+        let o = &ctx.opts;
+        let g =
+            solve(ctx.topo, o.time_limit_s, o.seed).map_err(|e| SynthError::failed("gap", e))?;
+        let start = g.start(o.chunks.unwrap_or(GAP_CHUNKS));
+        Ok(Offer {
+            search: Some(Box::new(GapSearch {
+                g: Rc::new(g),
+                start,
+                seed: o.seed,
+            })),
+            ..Offer::default()
+        })
+    }
+}
+
+/// The search over a solved window LP.
+struct GapSearch {
+    g: Rc<Gap>,
+    start: Plan,
+    seed: u32,
+}
+
+impl Search for GapSearch {
+    fn score_size(&self) -> u64 {
+        GAP_SIZE
+    }
+    fn budget(&self) -> Budget {
+        Budget {
+            evals: GAP_EVALS,
+            steps: GAP_WORK,
+        }
+    }
+    /// The searched plan, then the search's best start, then the main LP
+    /// answer's rounding; as extras the starts where they differ (the
+    /// best of all LP answers' roundings, and of the main answer's):
+    /// their even link loads serve large messages, which the search,
+    /// scoring 64 KiB only, may trade away (MI100 8P6L is at 100 % of the
+    /// cut bound at 1 MiB with the main answer's rounding, 81 % with the
+    /// searched plan).
+    fn run(self: Box<Self>, stop: &Stop, score: &Score) -> Searched {
+        let (best, stats) = self.g.search(self.start.clone(), self.seed, stop, score);
+        let g = self.g;
+        let cand = |p: &Plan| -> Candidate {
+            let (g, p) = (g.clone(), p.clone());
+            Box::new(move || g.algorithm(&p))
+        };
+        let candidates = vec![cand(&best), cand(&stats.start), cand(&self.start)];
+        let mut seen = vec![&best];
+        let mut extras = Vec::new();
+        for p in [&stats.start, &stats.lp_start] {
+            if !seen.contains(&p) {
+                seen.push(p);
+                extras.push(cand(p));
+            }
+        }
+        Searched { candidates, extras }
+    }
+}
+
+/// Chunks per shard by default.
+pub const GAP_CHUNKS: usize = 24;
+/// Message size the LP and the search optimise for: the top of the
+/// small-message range.
+pub const GAP_SIZE: u64 = 64 << 10;
+/// The search's default budget: at most GAP_EVALS schedules, and at most
+/// GAP_WORK program steps lowered (a schedule's lowering and simulation
+/// cost about its steps, so the budget is about the same time on every
+/// topology: DGX-1's schedules of about 620 steps stop after about 710,
+/// 0.34 s on two cores; the MI250 dumps' programs of 700–870 steps after
+/// 530–750, 0.65–0.83 s for their whole `auto`). The 96 start schedules
+/// of [`Gap::search`] count.
+pub const GAP_EVALS: usize = 1000;
+/// See [`GAP_EVALS`].
+pub const GAP_WORK: usize = 450_000;
+/// Window LP solves (HiGHS seeds) whose roundings the search starts from.
+pub const GAP_LPS: usize = 8;
+/// Most ranks offered (the LP has one variable per shard and vector).
+pub const GAP_MAX_RANKS: usize = 16;
+
+/// Vector order per (shard, used vectors).
+type RunOrders = FxHashMap<(usize, Vec<usize>), Vec<usize>>;
+
+/// The LP's answer for a topology, ready to be rounded and searched.
+#[derive(Debug)]
+pub struct Gap {
+    n: usize,
+    owners: Vec<Owner>,
+    /// The shares (per shard, per vector) of the LP's other optima found
+    /// with other HiGHS seeds: more starts for the search.
+    alts: Vec<Vec<Vec<f64>>>,
+    /// Softmax temperature for the search, µs.
+    temp_us: f64,
+    /// [`own_run_order`] per (shard, used vectors): the search asks for
+    /// the same few sets thousands of times.
+    orders: std::sync::Mutex<RunOrders>,
+    /// Per shard, the shard it is tied to by a symmetry of the topology
+    /// (its orbit's first) and where that shard's vectors map to in its
+    /// own; None for an orbit's first.
+    ties: Vec<Option<(usize, Vec<usize>)>>,
+}
+
+/// Chunks per vector and a piece pattern per vector, for every shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub chunks: usize,
+    counts: Vec<Vec<usize>>,
+    patterns: Vec<Vec<usize>>,
+}
+
+/// A small topology shared by the unit tests of the parts.
+#[cfg(test)]
+mod testing {
+    use crate::front::generate::{generate, GenParams};
+    use crate::ir::Topology;
+
+    pub(super) fn dgx1() -> Topology {
+        generate("dgx1-v100", &GenParams::default()).unwrap()
+    }
+}
