@@ -55,6 +55,43 @@ pub fn auto(
     if sizes.is_empty() {
         return Err(CompileError::Request("no sizes to score".into()));
     }
+    let (candidates, skipped) = candidates(topo, opts, progress)?;
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let times_us = score(topo, &candidates, &sorted, simopts, progress)?;
+    let (winners, bands) = choose(&candidates, &sorted, &times_us);
+    // One schedule for every size: the least total time over the scored
+    // sizes, i.e. the least expected time when each scored size is equally
+    // likely. (A geometric mean of ratios to the best per size would let
+    // a schedule 3.5x faster at the small sizes but 1.7x slower from 1 MiB
+    // up win on DGX-1 — where the time is spent.)
+    let overall = (0..candidates.len())
+        .filter(|&c| candidates[c].max_size.is_none())
+        .min_by(|&a, &b| {
+            let total = |c: usize| -> f64 { times_us[c].iter().sum() };
+            total(a).total_cmp(&total(b)).then(a.cmp(&b))
+        })
+        .unwrap_or(0);
+    Ok(Selection {
+        sizes: sorted,
+        candidates,
+        times_us,
+        winners,
+        bands,
+        overall,
+        skipped,
+    })
+}
+
+/// Every registered synthesizer `auto` scores, compiled: its schedule,
+/// its search's extras and its small-message schedule, without repeats;
+/// and why each synthesizer or candidate was skipped.
+fn candidates(
+    topo: &Topology,
+    opts: &CompileOptions,
+    progress: Option<Progress>,
+) -> Result<(Vec<Compiled>, Vec<String>), CompileError> {
     let ctx = Context::new(topo, &opts.synth)?;
     let mut candidates: Vec<Compiled> = Vec::new();
     let mut skipped = Vec::new();
@@ -112,9 +149,18 @@ pub fn auto(
             }
         }
     }
-    let mut sorted = sizes.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
+    Ok((candidates, skipped))
+}
+
+/// `times_us[c][s]`: simulated time of candidate c at size `sorted[s]`
+/// (∞ at and above a size-limited candidate's limit).
+fn score(
+    topo: &Topology,
+    candidates: &[Compiled],
+    sorted: &[u64],
+    simopts: &SimOptions,
+    progress: Option<Progress>,
+) -> Result<Vec<Vec<f64>>, CompileError> {
     // Every (candidate, size) run is independent: simulate them on the
     // available cores, largest programs first for balance.
     let mut jobs: Vec<(usize, usize)> = (0..candidates.len())
@@ -151,6 +197,15 @@ pub fn auto(
     for (&(ci, si), r) in jobs.iter().zip(results) {
         times_us[ci][si] = r?;
     }
+    Ok(times_us)
+}
+
+/// The best candidate per size and the bands they form.
+fn choose(
+    candidates: &[Compiled],
+    sorted: &[u64],
+    times_us: &[Vec<f64>],
+) -> (Vec<usize>, Vec<Band>) {
     let winners: Vec<usize> = (0..sorted.len())
         .map(|si| {
             (0..candidates.len())
@@ -204,27 +259,7 @@ pub fn auto(
             candidate: w,
         });
     }
-    // One schedule for every size: the least total time over the scored
-    // sizes, i.e. the least expected time when each scored size is equally
-    // likely. (A geometric mean of ratios to the best per size, used
-    // before, let a schedule 3.5x faster at the small sizes but 1.7x slower
-    // from 1 MiB up win on DGX-1 — where the time is spent.)
-    let overall = (0..candidates.len())
-        .filter(|&c| candidates[c].max_size.is_none())
-        .min_by(|&a, &b| {
-            let total = |c: usize| -> f64 { times_us[c].iter().sum() };
-            total(a).total_cmp(&total(b)).then(a.cmp(&b))
-        })
-        .unwrap_or(0);
-    Ok(Selection {
-        sizes: sorted,
-        candidates,
-        times_us,
-        winners,
-        bands,
-        overall,
-        skipped,
-    })
+    (winners, bands)
 }
 
 /// One file of a band directory (`rscc synth -o DIR/`).

@@ -135,7 +135,26 @@ impl Resolved {
 
 /// Resolve `p`'s references.
 pub fn resolve(p: &Program) -> Result<Resolved, ResolveError> {
-    let fail = |at: Location, reason: String| Err(ResolveError { at, reason });
+    let gpu_of_rank = gpus(p)?;
+    let (mut tbs, rank_tbs, tb_of_id) = threadblocks(p, &gpu_of_rank)?;
+    let conns = connections(p, &mut tbs)?;
+    let deps = dependencies(p, &tbs, &tb_of_id)?;
+    Ok(Resolved {
+        ranks: gpu_of_rank.len(),
+        gpu_of_rank,
+        tbs,
+        rank_tbs,
+        conns,
+        deps,
+    })
+}
+
+fn fail<T>(at: Location, reason: String) -> Result<T, ResolveError> {
+    Err(ResolveError { at, reason })
+}
+
+/// Each rank's `<gpu>`.
+fn gpus(p: &Program) -> Result<Vec<usize>, ResolveError> {
     if p.ngpus < 1 {
         return fail(
             Location::default(),
@@ -156,22 +175,31 @@ pub fn resolve(p: &Program) -> Result<Resolved, ResolveError> {
             return fail(at, format!("gpu id {} appears twice", g.id));
         }
     }
-    let mut gpu_of_rank = Vec::with_capacity(n);
-    for (r, gi) in by_rank.iter().enumerate() {
-        match gi {
-            Some(gi) => gpu_of_rank.push(*gi),
-            None => {
-                return fail(
-                    Location {
-                        rank: Some(r),
-                        ..Location::default()
-                    },
-                    "no <gpu> for this rank".into(),
-                )
-            }
-        }
-    }
-    // Threadblocks and their peers.
+    by_rank
+        .iter()
+        .enumerate()
+        .map(|(r, gi)| match gi {
+            Some(gi) => Ok(*gi),
+            None => fail(
+                Location {
+                    rank: Some(r),
+                    ..Location::default()
+                },
+                "no <gpu> for this rank".into(),
+            ),
+        })
+        .collect()
+}
+
+type Threadblocks = (
+    Vec<TbRef>,
+    Vec<std::ops::Range<usize>>,
+    Vec<HashMap<i64, usize>>,
+);
+
+/// Every threadblock with its peers, rank by rank; per rank, id → index.
+fn threadblocks(p: &Program, gpu_of_rank: &[usize]) -> Result<Threadblocks, ResolveError> {
+    let n = gpu_of_rank.len();
     let mut tbs: Vec<TbRef> = Vec::with_capacity(p.num_tbs());
     let mut rank_tbs = Vec::with_capacity(n);
     let mut tb_of_id: Vec<HashMap<i64, usize>> = vec![HashMap::new(); n];
@@ -192,10 +220,10 @@ pub fn resolve(p: &Program) -> Result<Resolved, ResolveError> {
                 if v == -1 {
                     Ok(None)
                 } else if v < 0 || v as usize >= n || v as usize == rank {
-                    Err(ResolveError {
+                    fail(
                         at,
-                        reason: format!("{what} peer {v} is not another rank 0..{}", n - 1),
-                    })
+                        format!("{what} peer {v} is not another rank 0..{}", n - 1),
+                    )
                 } else {
                     Ok(Some(v as usize))
                 }
@@ -217,7 +245,12 @@ pub fn resolve(p: &Program) -> Result<Resolved, ResolveError> {
         }
         rank_tbs.push(start..tbs.len());
     }
-    // Connections.
+    Ok((tbs, rank_tbs, tb_of_id))
+}
+
+/// The connections, each with at most one sending and one receiving
+/// threadblock; sets the threadblocks' `send_conn` / `recv_conn`.
+fn connections(p: &Program, tbs: &mut [TbRef]) -> Result<Vec<Conn>, ResolveError> {
     let mut conns: Vec<Conn> = Vec::new();
     let mut conn_of: HashMap<(i64, usize, usize), usize> = HashMap::new();
     for k in 0..tbs.len() {
@@ -267,8 +300,16 @@ pub fn resolve(p: &Program) -> Result<Resolved, ResolveError> {
             }
         }
     }
-    // Steps and dependencies.
-    let mut deps = Vec::with_capacity(first_step);
+    Ok(conns)
+}
+
+/// Per global step, its checked peers and count, and the step it waits for.
+fn dependencies(
+    p: &Program,
+    tbs: &[TbRef],
+    tb_of_id: &[HashMap<i64, usize>],
+) -> Result<Vec<Option<(usize, usize)>>, ResolveError> {
+    let mut deps = Vec::with_capacity(tbs.last().map_or(0, |t| t.first_step + t.steps));
     for (k, t) in tbs.iter().enumerate() {
         let tb = &p.gpus[t.gpu].tbs[t.local];
         for (si, st) in tb.steps.iter().enumerate() {
@@ -322,14 +363,7 @@ pub fn resolve(p: &Program) -> Result<Resolved, ResolveError> {
             });
         }
     }
-    Ok(Resolved {
-        ranks: n,
-        gpu_of_rank,
-        tbs,
-        rank_tbs,
-        conns,
-        deps,
-    })
+    Ok(deps)
 }
 
 #[cfg(test)]

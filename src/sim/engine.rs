@@ -75,8 +75,8 @@ enum Ev {
 /// The pending finish time of every active flow: a binary min-heap on
 /// (time, sequence number) with each flow's position, so a rate change
 /// moves the flow's one entry instead of pushing another (with many flows
-/// sharing links, stale entries used to outnumber live ones and the queue
-/// grew to tens of millions). Sequence numbers come from the engine's one
+/// sharing links, a queue of pushed entries would hold far more stale
+/// entries than live ones: tens of millions). Sequence numbers come from the engine's one
 /// counter, so events order exactly as with one queue.
 #[derive(Default)]
 struct FlowHeap {
