@@ -122,62 +122,8 @@ impl Gap {
                 .entry((d, used))
                 .or_insert_with_key(|(_, used)| own_run_order(o, used))
                 .clone();
-            // Own step keys: widest own range first, so the narrower
-            // (nested) ranges follow its receive at the owner.
-            let mut own_len: Vec<(usize, usize)> = o
-                .nbrs
-                .iter()
-                .map(|&r| {
-                    let l: usize = order
-                        .iter()
-                        .filter(|&&i| !o.vectors[i].contains(&Via::Relay(r)))
-                        .map(|&i| cnt[i])
-                        .sum();
-                    (l, r)
-                })
-                .collect();
-            own_len.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            let own_step: FxHashMap<usize, usize> = own_len
-                .iter()
-                .enumerate()
-                .map(|(i, &(_, r))| (r, i))
-                .collect();
+            let (own_step, seg_of) = own_segments(o, &order, cnt);
             let relay_step = o.nbrs.len() + 1;
-            // Own chunks per neighbour, cut into segments at every
-            // boundary of a wider neighbour's segment, so each segment's
-            // receive at the owner heads its chains or follows one op
-            // they share (lowering then keeps it one message).
-            let vec_of: Vec<usize> = order
-                .iter()
-                .flat_map(|&vi| std::iter::repeat_n(vi, cnt[vi]))
-                .collect();
-            let mut cuts = BTreeSet::new();
-            let mut seg_of: FxHashMap<(usize, usize), usize> = FxHashMap::default();
-            for &(_, r) in &own_len {
-                let mut seg = 0;
-                let mut prev: Option<usize> = None;
-                for (x, &vi) in vec_of.iter().enumerate() {
-                    if o.vectors[vi].contains(&Via::Relay(r)) {
-                        continue;
-                    }
-                    match prev {
-                        None => {
-                            cuts.insert(x);
-                        }
-                        Some(p) if p + 1 != x || cuts.contains(&x) => {
-                            seg += 1;
-                            cuts.insert(p + 1);
-                            cuts.insert(x);
-                        }
-                        Some(_) => {}
-                    }
-                    seg_of.insert((r, x), seg);
-                    prev = Some(x);
-                }
-                if let Some(p) = prev {
-                    cuts.insert(p + 1);
-                }
-            }
             let mut off = 0;
             let mut own_ch: FxHashMap<(usize, usize), usize> = FxHashMap::default();
             for &vi in &order {
@@ -266,6 +212,72 @@ impl Gap {
         }
     }
 }
+
+/// Per neighbour of `o`, the step key of its own chunks, and the segment
+/// of each of its own chunks, keyed by (neighbour, position among the
+/// shard's chunks in `order`): the owner's own part of [`Gap::algorithm`].
+fn own_segments(o: &Owner, order: &[usize], cnt: &[usize]) -> OwnSegments {
+    // Own step keys: widest own range first, so the narrower
+    // (nested) ranges follow its receive at the owner.
+    let mut own_len: Vec<(usize, usize)> = o
+        .nbrs
+        .iter()
+        .map(|&r| {
+            let l: usize = order
+                .iter()
+                .filter(|&&i| !o.vectors[i].contains(&Via::Relay(r)))
+                .map(|&i| cnt[i])
+                .sum();
+            (l, r)
+        })
+        .collect();
+    own_len.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let own_step: FxHashMap<usize, usize> = own_len
+        .iter()
+        .enumerate()
+        .map(|(i, &(_, r))| (r, i))
+        .collect();
+    // Own chunks per neighbour, cut into segments at every
+    // boundary of a wider neighbour's segment, so each segment's
+    // receive at the owner heads its chains or follows one op
+    // they share (lowering then keeps it one message).
+    let vec_of: Vec<usize> = order
+        .iter()
+        .flat_map(|&vi| std::iter::repeat_n(vi, cnt[vi]))
+        .collect();
+    let mut cuts = BTreeSet::new();
+    let mut seg_of: FxHashMap<(usize, usize), usize> = FxHashMap::default();
+    for &(_, r) in &own_len {
+        let mut seg = 0;
+        let mut prev: Option<usize> = None;
+        for (x, &vi) in vec_of.iter().enumerate() {
+            if o.vectors[vi].contains(&Via::Relay(r)) {
+                continue;
+            }
+            match prev {
+                None => {
+                    cuts.insert(x);
+                }
+                Some(p) if p + 1 != x || cuts.contains(&x) => {
+                    seg += 1;
+                    cuts.insert(p + 1);
+                    cuts.insert(x);
+                }
+                Some(_) => {}
+            }
+            seg_of.insert((r, x), seg);
+            prev = Some(x);
+        }
+        if let Some(p) = prev {
+            cuts.insert(p + 1);
+        }
+    }
+    (own_step, seg_of)
+}
+
+/// Per neighbour, its own step key; per (neighbour, chunk position), the
+/// segment.
+type OwnSegments = (FxHashMap<usize, usize>, FxHashMap<(usize, usize), usize>);
 
 /// `shares` (a distribution) as `chunks` whole chunks: largest remainder,
 /// ties to the lower index.

@@ -91,45 +91,8 @@ impl Gap {
         // tied move changes every shard of one orbit alike): far fewer
         // moves, each of which moves every rank of the orbit's end.
         let tied = self.ties.iter().any(Option::is_some);
-        // The LP's answers (and, with symmetries, their tied copies) with
-        // every group in each pattern (the default pattern may exceed the
-        // SM count).
-        let mut bases = vec![plan.clone()];
-        for p in self.starts(plan.chunks) {
-            if !bases.contains(&p) {
-                bases.push(p);
-            }
-        }
-        let starts: Vec<Plan> = bases
-            .iter()
-            .flat_map(|base| {
-                (0..PATTERNS.len()).map(move |q| {
-                    let mut p = base.clone();
-                    for row in &mut p.patterns {
-                        row.iter_mut().for_each(|x| *x = q);
-                    }
-                    p
-                })
-            })
-            .collect();
-        let times = crate::par::map(&starts, eval);
-        spent += starts.len();
-        // Per base, its best pattern; the bases ranked by that score.
-        let np = PATTERNS.len();
-        let mut ranked: Vec<(f64, Plan)> = starts
-            .chunks(np)
-            .zip(times.chunks(np))
-            .map(|(ps, ts)| {
-                let k = (0..ts.len()).fold(0, |k, i| if ts[i] < ts[k] { i } else { k });
-                (ts[k], ps[k].clone())
-            })
-            .collect();
-        let main = [plan.counts.clone(), self.tied_start(plan.chunks).counts];
-        let lp_start = (ranked.iter())
-            .filter(|(_, p)| main.contains(&p.counts))
-            .min_by(|a, b| a.0.total_cmp(&b.0))
-            .map_or_else(|| plan.clone(), |(_, p)| p.clone());
-        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (ranked, lp_start, scored) = self.ranked_bases(&plan, &eval);
+        spent += scored;
         let mut ranked = ranked.into_iter();
         let (mut best, mut cur) = match ranked.next() {
             Some((t, p)) => (p, t),
@@ -200,27 +163,7 @@ impl Gap {
                 continue;
             }
             let mut p = best.clone();
-            for _ in 0..KICK_MOVES {
-                let d = kicked[rnd(kicked.len())];
-                let nv = self.owners[d].vectors.len();
-                let nonzero: Vec<usize> = (0..nv).filter(|&v| p.counts[d][v] > 0).collect();
-                if nonzero.is_empty() {
-                    continue;
-                }
-                let from = nonzero[rnd(nonzero.len())];
-                let to = rnd(nv);
-                let k = 1 + rnd(p.counts[d][from]);
-                let kinds =
-                    std::iter::repeat_n(Kind::Shift { from, to }, k).chain([Kind::Pattern {
-                        v: to,
-                        q: rnd(PATTERNS.len()),
-                    }]);
-                for kind in kinds {
-                    if let Some(q) = self.apply(&p, Move { d, tied, kind }) {
-                        p = q;
-                    }
-                }
-            }
+            self.kick(&mut p, &kicked, tied, &mut rnd);
             let t0 = eval(&p);
             spent += 1;
             let t = climb(&mut p, t0, &mut spent);
@@ -239,6 +182,89 @@ impl Gap {
                 best_us: cur,
             },
         )
+    }
+
+    /// The bases of the search (`plan`, then every LP answer's rounding,
+    /// as is and tied, without repeats), each scored by `eval` in every
+    /// pattern: the bases in their best pattern with its score, best
+    /// first; the best of the main answer's bases (`lp_start`); and how
+    /// many plans were scored.
+    fn ranked_bases(
+        &self,
+        plan: &Plan,
+        eval: &(dyn Fn(&Plan) -> f64 + Sync),
+    ) -> (Vec<(f64, Plan)>, Plan, usize) {
+        // The LP's answers (and, with symmetries, their tied copies) with
+        // every group in each pattern (the default pattern may exceed the
+        // SM count).
+        let mut bases = vec![plan.clone()];
+        for p in self.starts(plan.chunks) {
+            if !bases.contains(&p) {
+                bases.push(p);
+            }
+        }
+        let starts: Vec<Plan> = bases
+            .iter()
+            .flat_map(|base| {
+                (0..PATTERNS.len()).map(move |q| {
+                    let mut p = base.clone();
+                    for row in &mut p.patterns {
+                        row.iter_mut().for_each(|x| *x = q);
+                    }
+                    p
+                })
+            })
+            .collect();
+        let times = crate::par::map(&starts, eval);
+        // Per base, its best pattern; the bases ranked by that score.
+        let np = PATTERNS.len();
+        let mut ranked: Vec<(f64, Plan)> = starts
+            .chunks(np)
+            .zip(times.chunks(np))
+            .map(|(ps, ts)| {
+                let k = (0..ts.len()).fold(0, |k, i| if ts[i] < ts[k] { i } else { k });
+                (ts[k], ps[k].clone())
+            })
+            .collect();
+        let main = [plan.counts.clone(), self.tied_start(plan.chunks).counts];
+        let lp_start = (ranked.iter())
+            .filter(|(_, p)| main.contains(&p.counts))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or_else(|| plan.clone(), |(_, p)| p.clone());
+        ranked.sort_by(|a, b| a.0.total_cmp(&b.0));
+        (ranked, lp_start, starts.len())
+    }
+
+    /// A kick of the iterated local search: [`KICK_MOVES`] random
+    /// multi-chunk shifts of `p`, each with a random pattern for the group
+    /// it fills, on shards drawn from `kicked` (tied like the moves).
+    fn kick(
+        &self,
+        p: &mut Plan,
+        kicked: &[usize],
+        tied: bool,
+        rnd: &mut dyn FnMut(usize) -> usize,
+    ) {
+        for _ in 0..KICK_MOVES {
+            let d = kicked[rnd(kicked.len())];
+            let nv = self.owners[d].vectors.len();
+            let nonzero: Vec<usize> = (0..nv).filter(|&v| p.counts[d][v] > 0).collect();
+            if nonzero.is_empty() {
+                continue;
+            }
+            let from = nonzero[rnd(nonzero.len())];
+            let to = rnd(nv);
+            let k = 1 + rnd(p.counts[d][from]);
+            let kinds = std::iter::repeat_n(Kind::Shift { from, to }, k).chain([Kind::Pattern {
+                v: to,
+                q: rnd(PATTERNS.len()),
+            }]);
+            for kind in kinds {
+                if let Some(q) = self.apply(p, Move { d, tied, kind }) {
+                    *p = q;
+                }
+            }
+        }
     }
 
     /// Every move of the climb, in the order it tries them: one chunk of
