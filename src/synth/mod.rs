@@ -318,6 +318,40 @@ mod tests {
         assert_eq!(REGISTRY[0].0, Algo::Ring, "auto compiles the ring first");
     }
 
+    /// The worked example of docs/architecture.md ("Adding a
+    /// synthesizer"), as written there: its offer lowers and verifies.
+    #[test]
+    fn the_documented_example_synthesizer_works() {
+        use crate::ir::Spec;
+        pub struct IdRing;
+        impl Synthesizer for IdRing {
+            fn name(&self) -> &'static str {
+                "idring"
+            }
+            fn summary(&self) -> &'static str {
+                "one ring in rank order"
+            }
+            fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+                let n = ctx.ranks();
+                let order: Vec<usize> = (0..n).collect();
+                let spec = Spec::reduce_scatter(n, ctx.opts.chunks.unwrap_or(1));
+                Ok(Offer::new(vec![ready(super::ring::ring_algorithm(
+                    spec,
+                    &[order],
+                ))]))
+            }
+        }
+        let topo =
+            crate::front::generate::generate("ring", &crate::front::generate::GenParams::default())
+                .unwrap();
+        let ctx = Context::new(&topo, &SynthOptions::default()).unwrap();
+        let mut offer = IdRing.offer(&ctx).unwrap();
+        let alg = (offer.candidates.remove(0))();
+        alg.check().unwrap();
+        let p = crate::lower::lower(&alg, &Default::default()).unwrap();
+        crate::verify::verify(&p, &Default::default()).unwrap();
+    }
+
     #[test]
     fn shared_values_are_made_once() {
         let topo =
