@@ -9,6 +9,7 @@
 //! each step an exact max-flow / min-cut on rational capacities.
 
 mod flow;
+pub mod report;
 
 use crate::ir::{Collective, NodeKind, Topology};
 use num_bigint::BigInt;

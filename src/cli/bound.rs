@@ -1,10 +1,9 @@
 //! `rscc bound`: the lower bounds of a collective on a topology.
 
 use super::{sizes, CliError, CliResult};
-use crate::bound::{self, BandwidthBound};
+use crate::bound;
 use crate::ir::{Collective, Topology};
 use clap::Args;
-use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -40,10 +39,6 @@ pub fn parse_op(s: &str) -> Result<Collective, CliError> {
     }
 }
 
-fn frac(r: &num_rational::BigRational) -> serde_json::Value {
-    json!({"fraction": bound::ratio_string(r), "float": bound::ratio_f64(r)})
-}
-
 fn list(ids: &[String], max: usize) -> String {
     if ids.len() <= max {
         ids.join(" ")
@@ -59,65 +54,11 @@ pub fn render(
     size: Option<u64>,
     as_json: bool,
 ) -> Result<String, CliError> {
-    let b: BandwidthBound = bound::bandwidth_bound(topo, coll).map_err(CliError::input)?;
-    let steps = bound::min_steps(topo, coll).map_err(CliError::input)?;
-    let times = match size {
-        Some(s) => Some((
-            s,
-            bound::time_bound_us(&b, s),
-            bound::alpha_bound_with(&b, topo, s).map_err(CliError::input)?,
-        )),
-        None => None,
-    };
-    let cut = &b.binding_cut;
-    // What the binding cut's capacity is made of, by link kind: it explains
-    // why two descriptions of one machine differ (e.g. an imported dump's
-    // PCIe paths add GPU ingress the NVLink-only model lacks).
-    let by_kind = {
-        let inside: std::collections::HashSet<&str> =
-            cut.inside.iter().map(|s| s.as_str()).collect();
-        let mut m: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
-        for e in topo.graph.edge_indices() {
-            let (a, z) = topo.link_ends(e);
-            let (ia, iz) = (
-                inside.contains(topo.node(a).id.as_str()),
-                inside.contains(topo.node(z).id.as_str()),
-            );
-            let crosses = if coll == Collective::ReduceScatter {
-                !ia && iz
-            } else {
-                ia && !iz
-            };
-            if crosses {
-                *m.entry(topo.link(e).kind.clone()).or_default() += topo.link(e).capacity_gbps();
-            }
-        }
-        m
-    };
+    let r = bound::report::report(topo, coll, size).map_err(CliError::input)?;
     if as_json {
-        let mut v = json!({
-            "topology": topo.name,
-            "op": coll.display(),
-            "ranks": b.ranks,
-            "x_star": frac(&b.x_star),
-            "algbw_limit_gbps": b.algbw_limit_gbps,
-            "binding_cut": {
-                "inside": cut.inside,
-                "outside": cut.outside,
-                "gpus_inside": cut.gpus_inside,
-                "capacity_gbps": frac(&cut.capacity_gbps),
-                "direction": if coll == Collective::ReduceScatter { "into inside" } else { "out of inside" },
-                "capacity_by_kind_gbps": by_kind,
-            },
-            "min_steps": steps,
-        });
-        if let Some((s, tb, ab)) = times {
-            v["size_bytes"] = json!(s);
-            v["time_bound_us"] = json!(tb);
-            v["alpha_bound_us"] = json!(ab);
-        }
-        return serde_json::to_string_pretty(&v).map_err(CliError::input);
+        return serde_json::to_string_pretty(&r).map_err(CliError::input);
     }
+    let cut = &r.binding_cut;
     let dir = if coll == Collective::ReduceScatter {
         "enters"
     } else {
@@ -126,27 +67,28 @@ pub fn render(
     let mut out = String::new();
     out += &format!(
         "topology   {} ({} ranks)\nop         {}\n",
-        topo.name,
-        b.ranks,
-        coll.display()
+        r.topology, r.ranks, r.op
     );
     out += &format!(
         "x*         {} = {:.6} (time ≥ S/N · x* / 1e3 µs, S in bytes)\n",
-        b.x_star_string(),
-        b.x_star_f64()
+        r.x_star.fraction, r.x_star.float
     );
-    out += &format!("algbw limit {:.2} GB/s (N / x*)\n", b.algbw_limit_gbps);
+    out += &format!("algbw limit {:.2} GB/s (N / x*)\n", r.algbw_limit_gbps);
     out += &format!(
         "binding cut {} GPU(s) inside; data {dir} it at {} GB/s\n  inside:  {}\n  outside: {}\n",
         cut.gpus_inside,
-        bound::ratio_string(&cut.capacity_gbps),
+        cut.capacity_gbps.fraction,
         list(&cut.inside, 16),
         list(&cut.outside, 16)
     );
-    let kinds: Vec<String> = by_kind.iter().map(|(k, v)| format!("{k} {v:.2}")).collect();
+    let kinds: Vec<String> = cut
+        .capacity_by_kind_gbps
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.2}"))
+        .collect();
     out += &format!("  crossing: {} GB/s\n", kinds.join(", "));
-    out += &format!("min steps  {steps}\n");
-    if let Some((s, tb, ab)) = times {
+    out += &format!("min steps  {}\n", r.min_steps);
+    if let (Some(s), Some(tb), Some(ab)) = (r.size_bytes, r.time_bound_us, r.alpha_bound_us) {
         out +=
             &format!("size       {s} B\nbandwidth bound {tb:.3} µs\nα-aware bound   {ab:.3} µs\n");
     }
