@@ -269,7 +269,7 @@ pub struct BandFile {
     pub name: String,
     pub band: Band,
     /// The band's schedule with its `minBytes`/`maxBytes` written for its
-    /// runtime ([`Runtime::encode_max_bytes`]).
+    /// runtime ([`Runtime::encode_max_bytes`](crate::ir::Runtime::encode_max_bytes)).
     pub program: Program,
 }
 

@@ -28,15 +28,15 @@ pub fn first_fit(
         let alg = cand();
         let program = match lower::lower(&alg, &lopts) {
             Ok(p) => p,
-            Err(LowerError::Limits(m)) => {
-                fallbacks.push(format!("{}: {m}", alg.name));
-                continue;
-            }
             Err(LowerError::Algorithm(m)) => {
                 return Err(CompileError::Internal(format!(
                     "{} is not a valid algorithm: {m}",
                     alg.name
                 )))
+            }
+            Err(e) => {
+                fallbacks.push(format!("{}: {}", alg.name, limits_reason(&e)));
+                continue;
             }
         };
         if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
@@ -70,6 +70,15 @@ pub fn first_fit(
         algo: algo.name(),
         reasons: fallbacks,
     })
+}
+
+/// A lowering error's reason without its "exceeds MSCCL limits: " head
+/// (the fallback list says which candidate it was).
+fn limits_reason(e: &LowerError) -> String {
+    let m = e.to_string();
+    m.strip_prefix("exceeds MSCCL limits: ")
+        .unwrap_or(&m)
+        .to_string()
 }
 
 /// A program the verifier rejected for a deadlock, made safe by a

@@ -5,7 +5,7 @@
 //!   within the runtime's limits and passes the verifier.
 //! - [`search`]: a synthesizer's [`Search`](crate::synth::Search) run with
 //!   the driver's score (lower with the request's options, simulate).
-//! - [`auto`]: every registered synthesizer compiled, each candidate scored
+//! - [`auto`](mod@auto): every registered synthesizer compiled, each candidate scored
 //!   in the simulator across the size range, the best per size band.
 
 pub mod auto;

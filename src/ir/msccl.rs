@@ -17,7 +17,7 @@
 //! | steps per threadblock | [`Runtime::max_steps`]: 64 executor, 256 legacy | 8.2, 9 |
 //! | threadblock ids per GPU | below [`Runtime::max_tb_id`]: 1024 executor, 216 legacy | 8.2, 9 |
 //! | `coll` spelling | [`Runtime::coll_str`] | 2, 9 |
-//! | size band (`minBytes`/`maxBytes`) | [`Runtime::encode_band`], [`Runtime::serves`] | 3.1, 9 |
+//! | size band (`minBytes`/`maxBytes`) | [`Runtime::encode_max_bytes`], [`Runtime::written_max_bytes`], [`Runtime::serves`] | 3.1, 9 |
 //! | name | at most [`MAX_NAME`] = 63 characters kept by legacy | 2 |
 //! | XML parser: attributes, names, values, children | [`MAX_ATTRS`], [`MAX_NAME_LEN`], [`MAX_VALUE_LEN`], [`MAX_SUBS`] | 8.1 |
 //!

@@ -43,7 +43,6 @@ use crate::ir::{
     Algorithm, Buf, Collective, GpuProgram, Program, Proto, Runtime, Step, StepKind, Threadblock,
 };
 use rustc_hash::FxHashMap as HashMap;
-use std::fmt;
 
 use crate::ir::msccl::{MAX_CHANNELS, MAX_CNT};
 
@@ -73,24 +72,27 @@ impl Default for LowerOptions {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LowerError {
     /// The Algorithm is not a valid set of reduction trees.
+    #[error("invalid algorithm: {0}")]
     Algorithm(String),
-    /// No lowering fits the runtime's limits.
-    Limits(String),
+    /// Keeping every threadblock within the runtime's steps needs more
+    /// channels than MSCCL has.
+    #[error("exceeds MSCCL limits: needs {channels} channels (at most {}) to keep every threadblock within {max_steps} steps; use fewer logical channels (rings) or fewer chunks", MAX_CHANNELS)]
+    Channels { channels: usize, max_steps: usize },
+    /// A threadblock exceeds the runtime's steps even with one step per
+    /// channel window.
+    #[error("exceeds MSCCL limits: a threadblock needs {steps} steps even with one step per channel window (limit {max_steps})")]
+    Steps { steps: usize, max_steps: usize },
 }
 
-impl fmt::Display for LowerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LowerError::Algorithm(m) => write!(f, "invalid algorithm: {m}"),
-            LowerError::Limits(m) => write!(f, "exceeds MSCCL limits: {m}"),
-        }
+impl LowerError {
+    /// Whether the Algorithm is valid but does not fit the runtime.
+    pub fn is_limit(&self) -> bool {
+        !matches!(self, LowerError::Algorithm(_))
     }
 }
-
-impl std::error::Error for LowerError {}
 
 /// A slot an operation names, before scratch allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -368,9 +370,10 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
         // Channels needed at this window, known before lowering.
         let need = alg.num_channels() * steps.div_ceil(window);
         if need > MAX_CHANNELS {
-            return Err(LowerError::Limits(format!(
-                "needs {need} channels (at most {MAX_CHANNELS}) to keep every threadblock within {max_steps} steps; use fewer logical channels (rings) or fewer chunks"
-            )));
+            return Err(LowerError::Channels {
+                channels: need,
+                max_steps,
+            });
         }
         if !checked {
             alg.check().map_err(|e| LowerError::Algorithm(e.0))?;
@@ -386,17 +389,19 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
             .max()
             .unwrap_or(0);
         if nch > MAX_CHANNELS {
-            return Err(LowerError::Limits(format!(
-                "needs {nch} channels (at most {MAX_CHANNELS}) to keep every threadblock within {max_steps} steps; use fewer logical channels (rings) or fewer chunks"
-            )));
+            return Err(LowerError::Channels {
+                channels: nch,
+                max_steps,
+            });
         }
         if longest <= max_steps {
             return Ok(prog);
         }
         if window <= 1 {
-            return Err(LowerError::Limits(format!(
-                "a threadblock needs {longest} steps even with one step per channel window (limit {max_steps})"
-            )));
+            return Err(LowerError::Steps {
+                steps: longest,
+                max_steps,
+            });
         }
         // Next window: what makes the longest TB fit, roughly.
         let next = if window == steps {
