@@ -1,45 +1,15 @@
-//! `rscc simulate` rendering and errors, through the library (the XML
-//! reader is on another branch), plus the exit code of an unreadable file.
+//! `rscc simulate` rendering and errors, through the library, plus the
+//! exit code of an unreadable file.
 
-use petgraph::graph::DiGraph;
+mod common;
+
 use rscc::cli::simulate::{report, table};
-use rscc::ir::{Link, Node, NodeKind, Topology};
 use rscc::sim::{self, programs, SimOptions};
 use std::process::Command;
 
-fn ring(n: usize) -> Topology {
-    let mut g = DiGraph::new();
-    let gs: Vec<_> = (0..n)
-        .map(|r| {
-            g.add_node(Node {
-                id: format!("gpu{r}"),
-                kind: NodeKind::Gpu,
-                rank: Some(r),
-                host: None,
-                sms: None,
-            })
-        })
-        .collect();
-    for i in 0..n {
-        for (a, b) in [(i, (i + 1) % n), ((i + 1) % n, i)] {
-            g.add_edge(
-                gs[a],
-                gs[b],
-                Link {
-                    bw_gbps: 25.0,
-                    alpha_us: 1.0,
-                    count: 1,
-                    kind: "nvlink".into(),
-                },
-            );
-        }
-    }
-    Topology::new("ring8".into(), String::new(), g)
-}
-
 #[test]
 fn json_rows_have_the_documented_keys() {
-    let topo = ring(8);
+    let topo = common::ring(8);
     let p = programs::ring_reduce_scatter(8).unwrap();
     let sizes = rscc::cli::sizes::parse_sizes("1K:1M:4").unwrap();
     let out = report(&p, &topo, &sizes, &SimOptions::default(), true, None).unwrap();
@@ -63,7 +33,7 @@ fn json_rows_have_the_documented_keys() {
 
 #[test]
 fn table_has_nccl_tests_columns_and_trace_is_written() {
-    let topo = ring(8);
+    let topo = common::ring(8);
     let p = programs::ring_reduce_scatter(8).unwrap();
     let dir = std::env::temp_dir().join(format!("rscc-sim-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -106,7 +76,7 @@ fn table_has_nccl_tests_columns_and_trace_is_written() {
 
 #[test]
 fn rank_mismatch_is_exit_2() {
-    let topo = ring(8);
+    let topo = common::ring(8);
     let p = programs::ring_reduce_scatter(4).unwrap();
     let e = report(&p, &topo, &[1024], &SimOptions::default(), false, None).unwrap_err();
     assert_eq!(e.code, 2);
@@ -139,7 +109,7 @@ fn unreadable_inputs_exit_2() {
 
 #[test]
 fn ring_baseline_matches_the_ring_program() {
-    let topo = ring(8);
+    let topo = common::ring(8);
     let opts = SimOptions::default();
     let base = sim::report::ring_baseline(&topo, &[1 << 24], &opts)
         .unwrap()

@@ -126,44 +126,23 @@ pub struct NvlinkGen {
     pub links_per_gpu: u32,
 }
 
+const fn nvlink(sm: (u32, u32), link_gbps: f64, name: &'static str, links: u32) -> NvlinkGen {
+    NvlinkGen {
+        sm,
+        link_gbps,
+        name,
+        links_per_gpu: links,
+    }
+}
+
 /// NVLink generations; the exporter writes the first `sm` of a range.
 pub const NVLINK_GENS: &[NvlinkGen] = &[
-    NvlinkGen {
-        sm: (60, 69),
-        link_gbps: 20.0,
-        name: "NVLink 1 (P100)",
-        links_per_gpu: 4,
-    },
-    NvlinkGen {
-        sm: (70, 79),
-        link_gbps: 25.0,
-        name: "NVLink 2 (V100)",
-        links_per_gpu: 6,
-    },
-    NvlinkGen {
-        sm: (86, 89),
-        link_gbps: 14.0625,
-        name: "NVLink 3 bridge (SM86)",
-        links_per_gpu: 4,
-    },
-    NvlinkGen {
-        sm: (80, 85),
-        link_gbps: 25.0,
-        name: "NVLink 3 (A100)",
-        links_per_gpu: 12,
-    },
-    NvlinkGen {
-        sm: (90, 99),
-        link_gbps: 25.0,
-        name: "NVLink 4 (H100/H200/H20)",
-        links_per_gpu: 18,
-    },
-    NvlinkGen {
-        sm: (100, 199),
-        link_gbps: 50.0,
-        name: "NVLink 5 (Blackwell)",
-        links_per_gpu: 18,
-    },
+    nvlink((60, 69), 20.0, "NVLink 1 (P100)", 4),
+    nvlink((70, 79), 25.0, "NVLink 2 (V100)", 6),
+    nvlink((86, 89), 14.0625, "NVLink 3 bridge (SM86)", 4),
+    nvlink((80, 85), 25.0, "NVLink 3 (A100)", 12),
+    nvlink((90, 99), 25.0, "NVLink 4 (H100/H200/H20)", 18),
+    nvlink((100, 199), 50.0, "NVLink 5 (Blackwell)", 18),
 ];
 
 /// NVLink per-link hardware bandwidth and generation for an NVIDIA `sm`.
@@ -214,40 +193,56 @@ pub struct XgmiGen {
     /// What the exporter writes for this rate: CUs (`sm`), `gcn`, and the
     /// PCI class of the GPU; None for a generation that shares its rate
     /// with an earlier entry.
-    pub export: Option<(u32, &'static str, &'static str)>,
+    pub export: XgmiExport,
+}
+
+type XgmiExport = Option<(u32, &'static str, &'static str)>;
+
+const fn xgmi(
+    gcn: &'static [&'static str],
+    link_gbps: f64,
+    name: &'static str,
+    export: XgmiExport,
+) -> XgmiGen {
+    XgmiGen {
+        gcn,
+        link_gbps,
+        name,
+        export,
+    }
 }
 
 pub const XGMI_GENS: &[XgmiGen] = &[
-    XgmiGen {
-        gcn: &["908"],
-        link_gbps: 46.0,
-        name: "Infinity Fabric, MI100",
-        export: Some((120, "gfx908", "0x038000")),
-    },
-    XgmiGen {
-        gcn: &["906"],
-        link_gbps: 46.0,
-        name: "Infinity Fabric, Vega20 (MI50/MI60; MI100 figure assumed)",
-        export: None,
-    },
-    XgmiGen {
-        gcn: &["90a", "910"],
-        link_gbps: 50.0,
-        name: "Infinity Fabric, MI200 (gfx90a)",
-        export: Some((104, "gfx90a", "0x038000")),
-    },
-    XgmiGen {
-        gcn: &["940", "941", "942"],
-        link_gbps: 64.0,
-        name: "Infinity Fabric, MI300 (gfx94x)",
-        export: Some((304, "gfx942", "0x120000")),
-    },
-    XgmiGen {
-        gcn: &["950"],
-        link_gbps: 64.0,
-        name: "Infinity Fabric, MI355X (gfx950; MI300 figure assumed)",
-        export: None,
-    },
+    xgmi(
+        &["908"],
+        46.0,
+        "Infinity Fabric, MI100",
+        Some((120, "gfx908", "0x038000")),
+    ),
+    xgmi(
+        &["906"],
+        46.0,
+        "Infinity Fabric, Vega20 (MI50/MI60; MI100 figure assumed)",
+        None,
+    ),
+    xgmi(
+        &["90a", "910"],
+        50.0,
+        "Infinity Fabric, MI200 (gfx90a)",
+        Some((104, "gfx90a", "0x038000")),
+    ),
+    xgmi(
+        &["940", "941", "942"],
+        64.0,
+        "Infinity Fabric, MI300 (gfx94x)",
+        Some((304, "gfx942", "0x120000")),
+    ),
+    xgmi(
+        &["950"],
+        64.0,
+        "Infinity Fabric, MI355X (gfx950; MI300 figure assumed)",
+        None,
+    ),
 ];
 
 /// xGMI per-link hardware bandwidth from an RCCL `gcn` attribute.
@@ -334,64 +329,70 @@ pub struct CpuSys {
     pub attrs: &'static str,
 }
 
+const fn cpu(
+    arch: &'static str,
+    vendor: &'static str,
+    min_model: u32,
+    gbps: f64,
+    name: &'static str,
+    attrs: &'static str,
+) -> CpuSys {
+    CpuSys {
+        arch,
+        vendor,
+        min_model,
+        gbps,
+        name,
+        attrs,
+    }
+}
+
+const INTEL: &str = "GenuineIntel";
+
 /// Rows in match order (Intel newest first).
 pub const CPU_SYS: &[CpuSys] = &[
-    CpuSys {
-        arch: "arm64",
-        vendor: "",
-        min_model: 0,
-        gbps: 6.0,
-        name: "ARM",
-        attrs: "arch=\"arm64\"",
-    },
-    CpuSys {
-        arch: "ppc64",
-        vendor: "",
-        min_model: 0,
-        gbps: 32.0,
-        name: "POWER9",
-        attrs: "arch=\"ppc64\"",
-    },
-    CpuSys {
-        arch: "",
-        vendor: "GenuineIntel",
-        min_model: 0xCF,
-        gbps: 40.0,
-        name: "Intel ERP",
-        attrs: "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"207\"",
-    },
-    CpuSys {
-        arch: "",
-        vendor: "GenuineIntel",
-        min_model: 0x8F,
-        gbps: 22.0,
-        name: "Intel SRP",
-        attrs: "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\"",
-    },
-    CpuSys {
-        arch: "",
-        vendor: "GenuineIntel",
-        min_model: 0x55,
-        gbps: 10.0,
-        name: "Intel SKL",
-        attrs: "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"85\"",
-    },
-    CpuSys {
-        arch: "",
-        vendor: "GenuineIntel",
-        min_model: 0,
-        gbps: 6.0,
-        name: "Intel BDW",
-        attrs: "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"79\"",
-    },
-    CpuSys {
-        arch: "",
-        vendor: "AuthenticAMD",
-        min_model: 0,
-        gbps: 16.0,
-        name: "AMD",
-        attrs: "arch=\"x86_64\" vendor=\"AuthenticAMD\" familyid=\"25\" modelid=\"1\"",
-    },
+    cpu("arm64", "", 0, 6.0, "ARM", "arch=\"arm64\""),
+    cpu("ppc64", "", 0, 32.0, "POWER9", "arch=\"ppc64\""),
+    cpu(
+        "",
+        INTEL,
+        0xCF,
+        40.0,
+        "Intel ERP",
+        "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"207\"",
+    ),
+    cpu(
+        "",
+        INTEL,
+        0x8F,
+        22.0,
+        "Intel SRP",
+        "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"143\"",
+    ),
+    cpu(
+        "",
+        INTEL,
+        0x55,
+        10.0,
+        "Intel SKL",
+        "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"85\"",
+    ),
+    cpu(
+        "",
+        INTEL,
+        0,
+        6.0,
+        "Intel BDW",
+        "arch=\"x86_64\" vendor=\"GenuineIntel\" familyid=\"6\" modelid=\"79\"",
+    ),
+    cpu(
+        "",
+        "AuthenticAMD",
+        0,
+        16.0,
+        "AMD",
+        "arch=\"x86_64\" vendor=\"AuthenticAMD\" familyid=\"25\" modelid=\"1\"",
+    ),
 ];
 
 /// The SMP bandwidth assumed where a dump names no CPU model (the text
