@@ -1,0 +1,126 @@
+//! Symbolic execution of a Program (msccl-xml.md §11 "Validator").
+//!
+//! 1. Pair the k-th send with the k-th receive on every connection and merge
+//!    paired steps into rendezvous groups (chains such as s → rrs → rrc).
+//! 2. Order the groups by program order and `depid/deps` edges (Kahn); a
+//!    cycle, or a group whose chain closes on itself, is a deadlock.
+//! 3. Execute the groups in that order with symbolic values: each slot holds
+//!    the multiset of (rank, input chunk) contributions it sums. Values are
+//!    fingerprinted (count plus two independent 64-bit random-key sums, a
+//!    homomorphism of multiset union), so a run costs O(steps · cnt); only
+//!    when the post-condition fails is the run repeated with exact multisets
+//!    to say which contributions are missing or repeated.
+//! 4. Races: within a rank, two accesses to one slot by different
+//!    threadblocks (at least one a write) must be ordered by program order
+//!    and explicit dependencies (vector clocks over the rank's threadblocks).
+//!
+//! `plan.rs` builds the event graph and its order (steps 1 and 2),
+//! `exec.rs` executes it and finds races (steps 3 and 4), `values.rs` holds
+//! the symbolic values; this file runs each aliasing mode and checks the
+//! post-condition.
+
+mod exec;
+mod plan;
+mod values;
+
+use super::VerifyError;
+use crate::ir::{Buf, Program};
+use exec::{execute, slot, Rank};
+use plan::{deadlock_free_plan, Plan};
+use values::{Exact, Fp, Sym};
+
+pub(crate) use plan::one_message_up_to;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    OutOfPlace,
+    InPlace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::OutOfPlace => "out-of-place",
+            Mode::InPlace => "in-place",
+        }
+    }
+}
+
+/// Run every declared aliasing mode; returns the modes proven.
+pub(crate) fn run(p: &Program) -> Result<Vec<&'static str>, VerifyError> {
+    let plan = deadlock_free_plan(p)?;
+    let mut modes = Vec::new();
+    let mut todo = Vec::new();
+    if p.outofplace {
+        todo.push(Mode::OutOfPlace);
+    }
+    if p.inplace {
+        todo.push(Mode::InPlace);
+    }
+    // The aliasing modes are independent runs: use a thread each.
+    let results = crate::par::map(&todo, |&mode| check_mode(&plan, mode));
+    for (mode, r) in todo.iter().zip(results) {
+        r?;
+        modes.push(mode.name());
+    }
+    Ok(modes)
+}
+
+/// Execute one aliasing mode and check the post-condition.
+fn check_mode(plan: &Plan, mode: Mode) -> Result<(), VerifyError> {
+    let p = plan.p;
+    let ranks = execute::<Fp>(plan, mode)?;
+    if let Err((r, k, _, _)) = postcondition(plan, mode, &ranks) {
+        // Diagnose exactly.
+        let exact = execute::<Exact>(plan, mode)?;
+        let detail = match postcondition(plan, mode, &exact) {
+            Err((r2, k2, got, want)) => {
+                let where_ = if p.gpus[plan.idx.gpu_of_rank[r2]].o_chunks > 0 {
+                    format!("o[{k2}]")
+                } else {
+                    format!("i[{}]", r2 * (p.nchunksperloop / p.ngpus) as usize + k2)
+                };
+                if got.0.is_empty() {
+                    format!("rank {r2} output chunk {k2} ({where_}) is never written")
+                } else {
+                    format!("rank {r2} output chunk {k2} ({where_}) {}", got.diff(&want))
+                }
+            }
+            Ok(()) => format!("rank {r} output chunk {k} is wrong"),
+        };
+        return Err(VerifyError::new(
+            "postcondition",
+            format!("{} mode: {detail}", mode.name()),
+        ));
+    }
+    Ok(())
+}
+
+fn postcondition<V: Sym>(
+    plan: &Plan,
+    mode: Mode,
+    ranks: &[Rank<V>],
+) -> Result<(), (usize, usize, V, V)> {
+    let p = plan.p;
+    let n = p.ngpus as usize;
+    let cps = (p.nchunksperloop / p.ngpus) as usize;
+    for r in 0..n {
+        let gi = plan.idx.gpu_of_rank[r];
+        let buf = if p.gpus[gi].o_chunks > 0 {
+            Buf::Output
+        } else {
+            Buf::Input
+        };
+        for k in 0..cps {
+            let off = if buf == Buf::Output { k } else { r * cps + k };
+            let s = slot(p, gi, mode, buf, off);
+            let want = V::expected(n, r * cps + k);
+            match &ranks[gi].val[s] {
+                Some(v) if *v == want => {}
+                Some(v) => return Err((r, k, v.clone(), want)),
+                None => return Err((r, k, V::expected(0, 0), want)),
+            }
+        }
+    }
+    Ok(())
+}

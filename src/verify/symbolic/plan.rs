@@ -1,0 +1,539 @@
+//! The event plan (steps 1 and 2 of the module doc): the program's steps
+//! numbered globally, their events, the pairing of sends with receives,
+//! the dependencies, the happens-before edges and an execution order
+//! (Kahn), and the buffering a program will meet (`deadlock_free_plan`).
+
+use crate::ir::resolve::resolve;
+use crate::ir::{Buf, Location, Program, Resolved, Step, StepKind};
+use crate::verify::structure::Index;
+use crate::verify::{at, location, VerifyError};
+
+/// The flattened program with pairing and an execution order. Global step
+/// ids, event ids and offsets are u32 (a Program read from XML or lowered
+/// has far fewer than 2³² steps; `plan` checks).
+pub(super) struct Plan<'p> {
+    pub(super) p: &'p Program,
+    /// (gi, ti, si) per global step id.
+    pub(super) loc: Vec<(u32, u32, u32)>,
+    /// The fields execution reads, per global step id, packed: execution
+    /// visits steps in happens-before order, all over memory, and one
+    /// small record costs one cache miss where the Program's steps cost
+    /// three pointer hops.
+    pub(super) steps: Vec<Instr>,
+    /// Steps in execution order (each at its first event).
+    pub(super) order: Vec<u32>,
+    pub(super) idx: Index,
+    /// Chunks in all messages (the arena's size; one slot per chunk sent).
+    pub(super) msg_total: usize,
+    /// `hasdep` steps (snapshots of vector clocks).
+    pub(super) nsnaps: usize,
+}
+
+pub(super) const NONE: u32 = u32::MAX;
+
+/// A step as execution reads it, with everything resolved that execution
+/// would otherwise look up elsewhere.
+#[derive(Clone, Copy)]
+pub(super) struct Instr {
+    pub(super) kind: StepKind,
+    pub(super) srcbuf: Buf,
+    pub(super) dstbuf: Buf,
+    pub(super) hasdep: bool,
+    pub(super) cnt: i64,
+    pub(super) srcoff: i64,
+    pub(super) dstoff: i64,
+    /// Receiving steps: where the incoming message starts in the arena.
+    pub(super) msg_in: u32,
+    /// Sending steps: where the outgoing message starts in the arena.
+    pub(super) msg_out: u32,
+    /// Steps with a dependency: the target's snapshot (NONE if it has none).
+    pub(super) dep_snap: u32,
+    /// `hasdep` steps: this step's snapshot.
+    pub(super) snap: u32,
+}
+
+/// Primitive calls of a step when multi-chunk steps are split: k for
+/// `cnt` = k, one chunk each. MSCCL makes ⌈k / maxAllowedCount⌉ calls
+/// (msccl_setup.cc: mscclSetupCount; maxAllowedCount = tile / chunk, 1 once
+/// a chunk is half a tile or more), so k is the most there can be — exact
+/// at large sizes, more messages than MSCCL's (the stricter FIFO test)
+/// between. Each call is one message through the connection's FIFO.
+/// Local steps are one event.
+fn calls_of(s: &Step, split: bool) -> u32 {
+    if split && (s.kind.sends() || s.kind.recvs()) {
+        s.cnt.max(1) as u32
+    } else {
+        1
+    }
+}
+
+/// Events of a step: per call a receive then a send (`rrs`, `rcs`,
+/// `rrcs`), or one of them, or one local event.
+fn events_of(s: &Step, split: bool) -> usize {
+    let per_call = if s.kind.sends() && s.kind.recvs() {
+        2
+    } else {
+        1
+    };
+    calls_of(s, split) as usize * per_call
+}
+
+/// The receive event of call i of a receiving step whose first event is
+/// `first`.
+fn recv_event(first: u32, s: &Step, i: u32) -> u32 {
+    if s.kind.sends() {
+        first + 2 * i
+    } else {
+        first + i
+    }
+}
+
+/// The send event of call i of a sending step whose first event is `first`.
+fn send_event(first: u32, s: &Step, i: u32) -> u32 {
+    if s.kind.recvs() {
+        first + 2 * i + 1
+    } else {
+        first + i
+    }
+}
+
+/// Build the event graph and an execution order.
+///
+/// With `split`, a step with `cnt` = k is k primitive calls, one message
+/// each ([`calls_of`]: MSCCL's split at large sizes; rscc's CPU executor
+/// splits exactly when MSCCL would); without, one. Each call is a
+/// receive event R then a send event S (`rrs`, `rcs`, `rrcs`), or one of
+/// them; a local step is one event. Edges: the events of a step in order;
+/// program order (last event of a step → first event of the next);
+/// dependencies (last event of the target → first event of the waiter); on
+/// each connection the m-th message's send → its receive (the data), and
+/// the consumption of message m − 2 → the send of message m: a FIFO of two
+/// messages, MSCCL's depth per connection (NCCL_STEPS slots hold two 2 MiB
+/// tiles; the simulator and the CPU executor default to the same). A
+/// message is consumed by its receive event, or, in a fused
+/// receive-and-send, by the send event of the same call: the primitive
+/// holds its input slot until its own output has room, as MSCCL's and the
+/// executor's do. (One slot under those rules deadlocks every ring; one
+/// message per step and freeing the slot when the receive starts, as
+/// before, missed deadlocks the executor hit: graded tree classes, whose
+/// `cnt` = 2 and 3 steps put several messages of one step on one ring///
+/// With `split`, a step with `cnt` = k is k primitive calls, one message
+/// each ([`calls_of`]: MSCCL's split at large sizes; rscc's CPU executor
+/// splits exactly when MSCCL would); without, one. Each call is a
+/// receive event R then a send event S (`rrs`, `rcs`, `rrcs`), or one of
+/// them; a local step is one event. Edges: the events of a step in order;
+/// program order (last event of a step → first event of the next);
+/// dependencies (last event of the target → first event of the waiter); on
+/// each connection the m-th message's send → its receive (the data), and
+/// the consumption of message m − 2 → the send of message m: a FIFO of two
+/// messages, MSCCL's depth per connection (NCCL_STEPS slots hold two 2 MiB
+/// tiles; the simulator and the CPU executor default to the same). A
+/// message is consumed by its receive event, or, in a fused
+/// receive-and-send, by the send event of the same call: the primitive
+/// holds its input slot until its own output has room, as MSCCL's and the
+/// executor's do. (One slot under those rules deadlocks every ring; one
+/// message per step and freeing the slot when the receive starts, as
+/// before, missed deadlocks the executor hit: graded tree classes, whose
+/// `cnt` = 2 and 3 steps put several messages of one step on one ring
+/// connection.) A cycle is a deadlock.
+fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
+    let idx = Index::new(p);
+    // The structural rules have passed, so every reference resolves.
+    let res = resolve(p).map_err(|e| VerifyError::new("internal", e.to_string()))?;
+    if p.num_steps() >= (u32::MAX / 4) as usize {
+        return Err(VerifyError::new(
+            "size",
+            format!("{} steps is more than the verifier handles", p.num_steps()),
+        ));
+    }
+    let fl = Flat::new(p);
+    let total = fl.loc.len();
+    let ev = events(p, split, total)?;
+    let (pair_prev, msg_in) = pair(&fl, &res, &ev.msg_off)?;
+    let dep_of = dependencies(&fl, &res);
+    let (start, indeg, targets) = adjacency(&fl, split, &ev, &dep_of, &pair_prev);
+    let order = order(&fl, &ev, &start, indeg, &targets)?;
+    let steps = instrs(p, &ev, &msg_in, &dep_of);
+    Ok(Plan {
+        p,
+        loc: fl.loc,
+        steps,
+        order,
+        idx,
+        msg_total: ev.msg_total,
+        nsnaps: ev.nsnaps,
+    })
+}
+
+/// The program's steps numbered globally: rank by rank, threadblock by
+/// threadblock.
+struct Flat<'p> {
+    p: &'p Program,
+    /// Per gpu, the global id of each threadblock's first step.
+    base: Vec<Vec<u32>>,
+    /// (gi, ti, si) per global step id.
+    loc: Vec<(u32, u32, u32)>,
+}
+
+impl<'p> Flat<'p> {
+    fn new(p: &'p Program) -> Flat<'p> {
+        let mut base: Vec<Vec<u32>> = Vec::with_capacity(p.gpus.len());
+        let mut loc = Vec::with_capacity(p.num_steps());
+        for (gi, g) in p.gpus.iter().enumerate() {
+            let mut b = Vec::with_capacity(g.tbs.len());
+            for (ti, t) in g.tbs.iter().enumerate() {
+                b.push(loc.len() as u32);
+                for si in 0..t.steps.len() {
+                    loc.push((gi as u32, ti as u32, si as u32));
+                }
+            }
+            base.push(b);
+        }
+        Flat { p, base, loc }
+    }
+    fn step(&self, gid: usize) -> &'p Step {
+        let p = self.p;
+        let (gi, ti, si) = self.loc[gid];
+        &p.gpus[gi as usize].tbs[ti as usize].steps[si as usize]
+    }
+    fn here(&self, gid: usize) -> String {
+        let p = self.p;
+        let (gi, ti, si) = self.loc[gid];
+        at(p, p.gpus[gi as usize].id as usize, ti as usize, si as usize)
+    }
+    fn locate(&self, gid: usize) -> Option<Location> {
+        let p = self.p;
+        let (gi, ti, si) = self.loc[gid];
+        location(p, gi as usize, ti as usize, si as usize)
+    }
+}
+
+/// Events: a step's first event, and its last (the same for one-event
+/// steps; the next id for receive-then-send steps). Also: each sending
+/// step's offset in the message arena, and each hasdep step's snapshot
+/// index.
+struct Events {
+    first: Vec<u32>,
+    last: Vec<u32>,
+    /// Events in all.
+    nodes: usize,
+    msg_off: Vec<u32>,
+    snap_of: Vec<u32>,
+    msg_total: usize,
+    nsnaps: usize,
+}
+
+/// Number the events of the `total` steps (see `Events`).
+fn events(p: &Program, split: bool, total: usize) -> Result<Events, VerifyError> {
+    let mut first = vec![0u32; total];
+    let mut last = vec![0u32; total];
+    let mut nodes = 0usize;
+    let mut msg_off = vec![NONE; total];
+    let mut snap_of = vec![NONE; total];
+    let (mut msg_total, mut nsnaps) = (0usize, 0usize);
+    for (gid, s) in p.steps().enumerate() {
+        first[gid] = nodes as u32;
+        nodes += events_of(s, split);
+        if nodes >= (u32::MAX / 2) as usize {
+            return Err(VerifyError::new(
+                "size",
+                format!(
+                    "{} steps with {nodes}+ messages are more than the verifier handles",
+                    p.num_steps()
+                ),
+            ));
+        }
+        last[gid] = nodes as u32 - 1;
+        if s.kind.sends() {
+            msg_off[gid] = msg_total.min(NONE as usize) as u32;
+            msg_total += s.cnt.max(0) as usize;
+        }
+        if s.hasdep {
+            snap_of[gid] = nsnaps as u32;
+            nsnaps += 1;
+        }
+    }
+    if msg_total >= NONE as usize {
+        return Err(VerifyError::new(
+            "size",
+            format!("{msg_total} chunks in messages is more than the verifier handles"),
+        ));
+    }
+    Ok(Events {
+        first,
+        last,
+        nodes,
+        msg_off,
+        snap_of,
+        msg_total,
+        nsnaps,
+    })
+}
+
+/// Per receiving step, the step that sends it its message and where that
+/// message starts in the arena (`msg_off` from `Events`).
+fn pair(fl: &Flat, res: &Resolved, msg_off: &[u32]) -> Result<(Vec<u32>, Vec<u32>), VerifyError> {
+    let (p, base, total) = (fl.p, &fl.base, fl.loc.len());
+    // Pairing (counts and cnt already checked by the structure pass): the
+    // k-th send of a threadblock with the k-th receive of the peer's
+    // threadblock on the same channel.
+    let mut pair_prev = vec![NONE; total];
+    let mut msg_in = vec![NONE; total];
+    for c in &res.conns {
+        let (Some(sk), Some(rk)) = (c.sender, c.receiver) else {
+            continue;
+        };
+        let (st, rt) = (&res.tbs[sk], &res.tbs[rk]);
+        let t = &p.gpus[st.gpu].tbs[st.local];
+        let u = &p.gpus[rt.gpu].tbs[rt.local];
+        let sends = t.steps.iter().enumerate().filter(|(_, s)| s.kind.sends());
+        let recvs = u.steps.iter().enumerate().filter(|(_, s)| s.kind.recvs());
+        for ((si, ss), (ri, rs)) in sends.zip(recvs) {
+            let snd = base[st.gpu][st.local] as usize + si;
+            let rcv = base[rt.gpu][rt.local] as usize + ri;
+            if ss.cnt != rs.cnt && rs.kind != StepKind::Nop {
+                return Err(VerifyError::new(
+                    "pairing",
+                    format!(
+                        "{}: receives {} chunks but {} were sent",
+                        fl.here(rcv),
+                        rs.cnt,
+                        ss.cnt
+                    ),
+                )
+                .with_at(fl.locate(rcv)));
+            }
+            pair_prev[rcv] = snd as u32;
+            msg_in[rcv] = msg_off[snd];
+        }
+    }
+    for (gid, &prev) in pair_prev.iter().enumerate() {
+        if fl.step(gid).kind.recvs() && prev == NONE {
+            return Err(VerifyError::new(
+                "pairing",
+                format!("{} receives but nothing is sent to it", fl.here(gid)),
+            )
+            .with_at(fl.locate(gid)));
+        }
+    }
+    Ok((pair_prev, msg_in))
+}
+
+/// Per step with a dependency, the global id of the step it waits on.
+fn dependencies(fl: &Flat, res: &Resolved) -> Vec<u32> {
+    let (base, total) = (&fl.base, fl.loc.len());
+    let mut dep_of = vec![NONE; total];
+    for t in &res.tbs {
+        for si in 0..t.steps {
+            if let Some((d, ds)) = res.deps[t.first_step + si] {
+                let dt = &res.tbs[d];
+                dep_of[base[t.gpu][t.local] as usize + si] = base[dt.gpu][dt.local] + ds as u32;
+            }
+        }
+    }
+    dep_of
+}
+
+/// Every edge of the event graph (see `plan`), passed to `f`.
+fn for_each_edge(
+    fl: &Flat,
+    split: bool,
+    ev: &Events,
+    dep_of: &[u32],
+    pair_prev: &[u32],
+    f: &mut dyn FnMut(u32, u32),
+) {
+    let (p, first, last) = (fl.p, &ev.first, &ev.last);
+    let mut me = 0usize;
+    for t in p.gpus.iter().flat_map(|g| g.tbs.iter()) {
+        // Where the last two messages this threadblock received were
+        // consumed (its connection's (m−2)-th and (m−1)-th).
+        let (mut cons2, mut cons1) = (NONE, NONE);
+        for (si, st) in t.steps.iter().enumerate() {
+            let (fm, lm) = (first[me], last[me]);
+            for e in fm..lm {
+                f(e, e + 1);
+            }
+            if si > 0 {
+                f(last[me - 1], fm);
+            }
+            if dep_of[me] != NONE {
+                f(last[dep_of[me] as usize], fm);
+            }
+            if st.kind.recvs() {
+                let snd = pair_prev[me] as usize;
+                let ss = fl.step(snd);
+                for i in 0..calls_of(st, split) {
+                    let (r, sent) = (recv_event(fm, st, i), send_event(first[snd], ss, i));
+                    f(sent, r);
+                    if cons2 != NONE {
+                        // Two slots: message m needs message m − 2
+                        // consumed.
+                        f(cons2, sent);
+                    }
+                    // A fused receive-and-send holds its input slot
+                    // until its own output has room.
+                    let consumed = if st.kind.sends() {
+                        send_event(fm, st, i)
+                    } else {
+                        r
+                    };
+                    cons2 = cons1;
+                    cons1 = consumed;
+                }
+            }
+            me += 1;
+        }
+    }
+}
+
+/// The event graph as a compressed adjacency: per event its first edge in
+/// `targets`, its in-degree, and the edges' targets. Every edge, in one
+/// enumeration run twice: to count out-degrees, then to fill the
+/// compressed adjacency.
+fn adjacency(
+    fl: &Flat,
+    split: bool,
+    ev: &Events,
+    dep_of: &[u32],
+    pair_prev: &[u32],
+) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let nodes = ev.nodes;
+    let for_each_edge =
+        |f: &mut dyn FnMut(u32, u32)| for_each_edge(fl, split, ev, dep_of, pair_prev, f);
+    let mut start = vec![0u32; nodes + 1];
+    let mut indeg = vec![0u32; nodes];
+    for_each_edge(&mut |a, b| {
+        start[a as usize + 1] += 1;
+        indeg[b as usize] += 1;
+    });
+    for i in 0..nodes {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut targets = vec![0u32; start[nodes] as usize];
+    for_each_edge(&mut |a, b| {
+        targets[fill[a as usize] as usize] = b;
+        fill[a as usize] += 1;
+    });
+    drop(fill);
+    (start, indeg, targets)
+}
+
+/// The steps in an execution order, or the deadlock when the event graph
+/// has a cycle.
+fn order(
+    fl: &Flat,
+    ev: &Events,
+    start: &[u32],
+    mut indeg: Vec<u32>,
+    targets: &[u32],
+) -> Result<Vec<u32>, VerifyError> {
+    let (first, nodes, total) = (&ev.first, ev.nodes, fl.loc.len());
+    // Kahn's algorithm (FIFO: deterministic for a given Program). Steps
+    // execute at their first event (a sender's first event precedes its
+    // send event, which precedes the receive).
+    let mut step_at = vec![NONE; nodes];
+    for (gid, &f) in first.iter().enumerate() {
+        step_at[f as usize] = gid as u32;
+    }
+    // Every event enters the queue at most once, so a vector with a read
+    // position is the FIFO.
+    let mut queue: Vec<u32> = Vec::with_capacity(nodes);
+    queue.extend((0..nodes as u32).filter(|&g| indeg[g as usize] == 0));
+    let mut order = Vec::with_capacity(total);
+    let mut head = 0usize;
+    while let Some(&g) = queue.get(head) {
+        head += 1;
+        if step_at[g as usize] != NONE {
+            order.push(step_at[g as usize]);
+        }
+        for &h in &targets[start[g as usize] as usize..start[g as usize + 1] as usize] {
+            indeg[h as usize] -= 1;
+            if indeg[h as usize] == 0 {
+                queue.push(h);
+            }
+        }
+    }
+    let done = head;
+    if done < nodes {
+        let blocked = |g: &usize| indeg[first[*g] as usize] > 0;
+        let blocked_steps = (0..total).filter(blocked).count();
+        let s = (0..total).find(blocked).unwrap_or(0);
+        return Err(VerifyError::new(
+            "deadlock",
+            format!(
+                "the happens-before graph (program order, dependencies, send/receive pairing) has a cycle: {} can never run ({blocked_steps} steps blocked)",
+                fl.here(s)
+            ),
+        )
+        .with_at(fl.locate(s)));
+    }
+    Ok(order)
+}
+
+/// The steps as execution reads them.
+fn instrs(p: &Program, ev: &Events, msg_in: &[u32], dep_of: &[u32]) -> Vec<Instr> {
+    let (msg_off, snap_of) = (&ev.msg_off, &ev.snap_of);
+    p.steps()
+        .enumerate()
+        .map(|(gid, s)| Instr {
+            kind: s.kind,
+            srcbuf: s.srcbuf,
+            dstbuf: s.dstbuf,
+            hasdep: s.hasdep,
+            cnt: s.cnt,
+            srcoff: s.srcoff,
+            dstoff: s.dstoff,
+            msg_in: msg_in[gid],
+            msg_out: msg_off[gid],
+            dep_snap: match dep_of[gid] {
+                NONE => NONE,
+                d => snap_of[d as usize],
+            },
+            snap: snap_of[gid],
+        })
+        .collect()
+}
+
+/// (largest `cnt` of a communicating step, largest message size S at which
+/// MSCCL still moves every such step as one message): with S / nchunksperloop
+/// bytes per chunk, a `cnt` = k step is one call while k chunks fit one
+/// Simple tile (maxAllowedCount ≥ k).
+pub(crate) fn one_message_up_to(p: &Program) -> (u64, u64) {
+    let max_cnt = p
+        .steps()
+        .filter(|s| s.kind.sends() || s.kind.recvs())
+        .map(|s| s.cnt.max(1) as u64)
+        .max()
+        .unwrap_or(1);
+    let tile = crate::ir::msccl::SIMPLE_TILE_BYTES;
+    let chunks = p.nchunksperloop.max(1) as u64;
+    (max_cnt, tile * chunks / max_cnt)
+}
+
+/// The event plan under the buffering the program will meet. MSCCL moves a
+/// multi-chunk step as one message only while `cnt` chunks fit in one
+/// Simple tile (2 MiB; maxAllowedCount ≥ cnt), and as several above that
+/// ([`calls_of`] counts one per chunk), so a file is checked per chunk
+/// unless its `maxBytes` keeps
+/// every call below that size. When the per-chunk check finds a cycle and
+/// the one-message check does not, the error says which `maxBytes` would
+/// make the file safe.
+pub(super) fn deadlock_free_plan(p: &Program) -> Result<Plan<'_>, VerifyError> {
+    let (max_cnt, one_call_up_to) = one_message_up_to(p);
+    let small_only = matches!(p.max_bytes, Some(m) if m > 0 && (m as u64) <= one_call_up_to);
+    match plan(p, !small_only) {
+        Err(e) if e.rule == "deadlock" && max_cnt > 1 && !small_only && plan(p, false).is_ok() => {
+            Err(VerifyError::new(
+                "deadlock",
+                format!(
+                    "{}. The cycle needs MSCCL's split of multi-chunk steps (cnt up to {max_cnt}) into one message per chunk, which happens above {one_call_up_to} B; with maxBytes ≤ {one_call_up_to} each step stays one message and the file is safe",
+                    e.msg
+                ),
+            )
+            .with_at(e.at))
+        }
+        r => r,
+    }
+}
