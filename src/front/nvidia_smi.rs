@@ -18,6 +18,7 @@ use crate::ir::hardware::{
     GPU_MODELS, SYS_UNKNOWN_GBPS,
 };
 use crate::ir::NodeKind;
+use petgraph::graph::NodeIndex;
 use std::collections::{BTreeMap, HashMap};
 
 /// One cell of the matrix.
@@ -207,44 +208,150 @@ fn infer_model(m: &Matrix) -> (GpuModel, String) {
 }
 
 /// Import `nvidia-smi topo -m` text.
+/// Import `nvidia-smi topo -m` text.
 pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportReport, FrontError> {
     let m = parse(text, file)?;
     let g = m.num_gpus;
     let mut warnings = Vec::new();
     let mut assumptions = Vec::new();
+    let model = choose_model(&m, opts, &mut assumptions);
+    symmetry(&m, &mut warnings);
+    let mut b = Builder::default();
+    let gpus = gpu_nodes(&mut b, g, model);
+    let mut infos = nvlinks(&mut b, &m, model, &gpus, &mut warnings, &mut assumptions);
+
+    // PCIe: CPUs by NUMA key; switches as groups of devices at PIX/PXB.
+    let n = m.devices.len();
+    let numa_of = numa_of(&m);
+    let (cpu_nodes, cpu_list) = cpus(&mut b, &numa_of, &mut assumptions);
+    let groups = pcie_groups(&m);
+    let nic_gbps = opts.nic_gbps.unwrap_or(model.nic_gbps);
+    let (dev_nodes, nics) = nic_nodes(&mut b, &m, &gpus, nic_gbps);
+    let pcie = Pcie {
+        groups: &groups,
+        numa_of: &numa_of,
+        cpu_nodes: &cpu_nodes,
+        cpu_list: &cpu_list,
+        dev_nodes: &dev_nodes,
+    };
+    let nswitch = pcie_links(&mut b, &pcie, model);
+    assumptions.push(format!(
+        "PCIe: devices at PIX/PXB share one switch per group ({nswitch} switches), others attach to their NUMA node's CPU; every PCIe link {} GB/s",
+        gbps(model.pcie_gbps)
+    ));
+    if n > g {
+        assumptions.push(format!(
+            "NIC speed {} GB/s ({}); the matrix gives none",
+            gbps(nic_gbps),
+            if opts.nic_gbps.is_some() {
+                "--nic-gbps".to_string()
+            } else {
+                format!("typical for {} systems; pass --nic-gbps", model.name)
+            }
+        ));
+    } else {
+        warnings
+            .push("the matrix lists no NICs: --hosts cannot join copies of this machine".into());
+    }
+    let name = std::path::Path::new(file)
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_else(|| "imported".into());
+    let description = format!(
+        "Imported from {file} (nvidia-smi topo -m): {g} {} GPUs, {} NICs.",
+        model.name,
+        n - g
+    );
+    assumptions.push(super::builder::alpha_assumption());
+    let topology = b.finish(name, description, file)?;
+    let gpu_infos = (0..g)
+        .map(|r| GpuInfo {
+            rank: r,
+            node_id: format!("gpu{r}"),
+            busid: None,
+            host: None,
+            arch: model.name.into(),
+            link_gbps: model.link_gbps,
+            links: std::mem::take(&mut infos[r]),
+        })
+        .collect();
+    Ok(ImportReport {
+        topology,
+        format: Format::NvidiaSmi,
+        warnings,
+        assumptions,
+        gpus: gpu_infos,
+        nics,
+    })
+}
+
+/// The GPU model (`--gpu`, or inferred), with its assumption.
+fn choose_model(m: &Matrix, opts: &ImportOptions, assumptions: &mut Vec<String>) -> GpuModel {
     let (model, why) = match opts.gpu {
         Some(md) => (md, format!("--gpu {}", md.name)),
         None => infer_model(&m),
     };
     assumptions.push(format!(
-        "GPU model {}: {why}; NVLink {} GB/s per link per direction (hardware figure, topologies.md §1), PCIe {} GB/s, {} SMs",
-        model.name,
-        gbps(model.link_gbps),
-        gbps(model.pcie_gbps),
-        model.sms
-    ));
-    // Symmetry check of NV counts.
+    "GPU model {}: {why}; NVLink {} GB/s per link per direction (hardware figure, topologies.md §1), PCIe {} GB/s, {} SMs",
+    model.name,
+    gbps(model.link_gbps),
+    gbps(model.pcie_gbps),
+    model.sms
+));
+    model
+}
+
+/// Symmetry check of NV counts: a warning per asymmetric pair.
+fn symmetry(m: &Matrix, warnings: &mut Vec<String>) {
+    let g = m.num_gpus;
     for i in 0..g {
         for j in 0..g {
             if i != j && m.cells[i][j] != m.cells[j][i] {
                 warnings.push(format!(
-                    "matrix is not symmetric: GPU{i}→GPU{j} {:?} vs GPU{j}→GPU{i} {:?}; the larger NVLink count is used",
-                    m.cells[i][j], m.cells[j][i]
-                ));
+                "matrix is not symmetric: GPU{i}→GPU{j} {:?} vs GPU{j}→GPU{i} {:?}; the larger NVLink count is used",
+                m.cells[i][j], m.cells[j][i]
+            ));
             }
         }
     }
-    let nv = |i: usize, j: usize| -> u32 {
-        let a = match m.cells[i][j] {
-            Cell::Nv(k) => k,
-            _ => 0,
-        };
-        let b = match m.cells[j][i] {
-            Cell::Nv(k) => k,
-            _ => 0,
-        };
-        a.max(b)
+}
+
+/// NVLinks between GPUs i and j: the larger of the two cells' NV# counts.
+fn nv(m: &Matrix, i: usize, j: usize) -> u32 {
+    let a = match m.cells[i][j] {
+        Cell::Nv(k) => k,
+        _ => 0,
     };
+    let b = match m.cells[j][i] {
+        Cell::Nv(k) => k,
+        _ => 0,
+    };
+    a.max(b)
+}
+
+/// One node per GPU, ranked in matrix order.
+fn gpu_nodes(b: &mut Builder, g: usize, model: GpuModel) -> Vec<NodeIndex> {
+    (0..g)
+        .map(|r| {
+            let n = b.node(&format!("gpu{r}"), NodeKind::Gpu, None);
+            b.g[n].rank = Some(r);
+            b.g[n].sms = Some(model.sms);
+            n
+        })
+        .collect()
+}
+
+/// The NVLinks: to one NVSwitch node, or GPU to GPU; per GPU its links.
+fn nvlinks(
+    b: &mut Builder,
+    m: &Matrix,
+    model: GpuModel,
+    gpus: &[NodeIndex],
+    warnings: &mut Vec<String>,
+    assumptions: &mut Vec<String>,
+) -> Vec<Vec<GpuLinkInfo>> {
+    let g = m.num_gpus;
+    let nv = |i: usize, j: usize| nv(m, i, j);
     let row_sum: Vec<u32> = (0..g)
         .map(|i| (0..g).filter(|&j| j != i).map(|j| nv(i, j)).sum())
         .collect();
@@ -252,16 +359,6 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
     // GPU physically has: the counts are per-GPU switch links.
     let all_pairs_nv = g > 1 && (0..g).all(|i| (0..g).all(|j| i == j || nv(i, j) > 0));
     let switched = all_pairs_nv && row_sum.iter().any(|&s| s > model.links_per_gpu);
-
-    let mut b = Builder::default();
-    let gpus: Vec<_> = (0..g)
-        .map(|r| {
-            let n = b.node(&format!("gpu{r}"), NodeKind::Gpu, None);
-            b.g[n].rank = Some(r);
-            b.g[n].sms = Some(model.sms);
-            n
-        })
-        .collect();
     let mut infos: Vec<Vec<GpuLinkInfo>> = vec![Vec::new(); g];
     if switched {
         let sw = b.node("nvswitch", NodeKind::Switch, None);
@@ -316,9 +413,13 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
             }
         }
     }
+    infos
+}
 
-    // PCIe: CPUs by NUMA key; switches as groups of devices at PIX/PXB.
-    let n = m.devices.len();
+/// A NUMA key per device: a GPU's own; a NIC's that of the nearest GPU
+/// that is not SYS.
+fn numa_of(m: &Matrix) -> Vec<String> {
+    let (g, n) = (m.num_gpus, m.devices.len());
     let mut numa_of: Vec<String> = Vec::with_capacity(n);
     for i in 0..n {
         if i < g {
@@ -340,9 +441,19 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
             numa_of.push(best.unwrap_or_else(|| m.gpu_numa.first().cloned().unwrap_or_default()));
         }
     }
-    let mut cpu_nodes: BTreeMap<String, petgraph::graph::NodeIndex> = BTreeMap::new();
+    numa_of
+}
+
+/// One CPU node per NUMA key, every pair of them linked: the nodes by key
+/// and in order.
+fn cpus(
+    b: &mut Builder,
+    numa_of: &[String],
+    assumptions: &mut Vec<String>,
+) -> (BTreeMap<String, NodeIndex>, Vec<NodeIndex>) {
+    let mut cpu_nodes: BTreeMap<String, NodeIndex> = BTreeMap::new();
     let mut numa_keys: Vec<String> = Vec::new();
-    for k in &numa_of {
+    for k in numa_of {
         if !numa_keys.contains(k) {
             numa_keys.push(k.clone());
         }
@@ -372,6 +483,12 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
             "CPU↔CPU links 16 GB/s (NCCL's AMD/SKL-class figure; the matrix gives none)".into(),
         );
     }
+    (cpu_nodes, cpu_list)
+}
+
+/// Devices grouped by PIX/PXB relations (union-find), by representative.
+fn pcie_groups(m: &Matrix) -> BTreeMap<usize, Vec<usize>> {
+    let n = m.devices.len();
     // Union-find over PIX/PXB relations.
     let mut parent: Vec<usize> = (0..n).collect();
     fn find(p: &mut [usize], x: usize) -> usize {
@@ -400,8 +517,18 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
         let r = find(&mut parent, i);
         groups.entry(r).or_default().push(i);
     }
-    let mut dev_nodes: Vec<petgraph::graph::NodeIndex> = gpus.clone();
-    let nic_gbps = opts.nic_gbps.unwrap_or(model.nic_gbps);
+    groups
+}
+
+/// One node per NIC: every device's node (GPUs first), and the NICs.
+fn nic_nodes(
+    b: &mut Builder,
+    m: &Matrix,
+    gpus: &[NodeIndex],
+    nic_gbps: f64,
+) -> (Vec<NodeIndex>, Vec<NicInfo>) {
+    let (g, n) = (m.num_gpus, m.devices.len());
+    let mut dev_nodes: Vec<NodeIndex> = gpus.to_vec();
     let mut nics = Vec::new();
     for i in g..n {
         let name = &m.devices[i];
@@ -416,6 +543,24 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
             host: None,
         });
     }
+    (dev_nodes, nics)
+}
+
+/// What the PCIe links join: the device groups, NUMA keys, CPU nodes and
+/// device nodes.
+struct Pcie<'a> {
+    groups: &'a BTreeMap<usize, Vec<usize>>,
+    numa_of: &'a [String],
+    cpu_nodes: &'a BTreeMap<String, NodeIndex>,
+    cpu_list: &'a [NodeIndex],
+    dev_nodes: &'a [NodeIndex],
+}
+
+/// The PCIe links: a lone device to its NUMA node's CPU, a group through
+/// one switch; the number of switches.
+fn pcie_links(b: &mut Builder, pc: &Pcie, model: GpuModel) -> usize {
+    let (groups, numa_of, cpu_nodes) = (pc.groups, pc.numa_of, pc.cpu_nodes);
+    let (cpu_list, dev_nodes) = (pc.cpu_list, pc.dev_nodes);
     let mut nswitch = 0;
     for members in groups.values() {
         let cpu = cpu_nodes
@@ -440,54 +585,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
             }
         }
     }
-    assumptions.push(format!(
-        "PCIe: devices at PIX/PXB share one switch per group ({nswitch} switches), others attach to their NUMA node's CPU; every PCIe link {} GB/s",
-        gbps(model.pcie_gbps)
-    ));
-    if n > g {
-        assumptions.push(format!(
-            "NIC speed {} GB/s ({}); the matrix gives none",
-            gbps(nic_gbps),
-            if opts.nic_gbps.is_some() {
-                "--nic-gbps".to_string()
-            } else {
-                format!("typical for {} systems; pass --nic-gbps", model.name)
-            }
-        ));
-    } else {
-        warnings
-            .push("the matrix lists no NICs: --hosts cannot join copies of this machine".into());
-    }
-    let name = std::path::Path::new(file)
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_else(|| "imported".into());
-    let description = format!(
-        "Imported from {file} (nvidia-smi topo -m): {g} {} GPUs, {} NICs.",
-        model.name,
-        n - g
-    );
-    assumptions.push(super::builder::alpha_assumption());
-    let topology = b.finish(name, description, file)?;
-    let gpu_infos = (0..g)
-        .map(|r| GpuInfo {
-            rank: r,
-            node_id: format!("gpu{r}"),
-            busid: None,
-            host: None,
-            arch: model.name.into(),
-            link_gbps: model.link_gbps,
-            links: std::mem::take(&mut infos[r]),
-        })
-        .collect();
-    Ok(ImportReport {
-        topology,
-        format: Format::NvidiaSmi,
-        warnings,
-        assumptions,
-        gpus: gpu_infos,
-        nics,
-    })
+    nswitch
 }
 
 #[cfg(test)]
