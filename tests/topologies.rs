@@ -389,3 +389,65 @@ fn generated_multi_host_variants_reproduce_the_cut_bounds() {
         1.0 / 25.0,
     );
 }
+
+/// Parallel links of one direction with equal attributes add up: two
+/// 50 GB/s entries between a pair are the same machine as one entry with
+/// `count: 2` — the same bound, the same routes, the same schedule, the
+/// same simulated time (docs/topology-format.md: "several links between
+/// the same pair add up").
+#[test]
+fn parallel_entries_add_up_like_a_count() {
+    let gpus = r#""nodes":[{"id":"g0","kind":"gpu","rank":0},{"id":"g1","kind":"gpu","rank":1},{"id":"g2","kind":"gpu","rank":2}]"#;
+    let two = format!(
+        r#"{{"name":"p",{gpus},"links":[
+          {{"from":"g0","to":"g1","bw_gbps":50,"alpha_us":1,"kind":"nvlink"}},
+          {{"from":"g0","to":"g1","bw_gbps":50,"alpha_us":1,"kind":"nvlink"}},
+          {{"from":"g1","to":"g2","bw_gbps":50,"alpha_us":1,"kind":"nvlink"}},
+          {{"from":"g2","to":"g0","bw_gbps":25,"alpha_us":1,"kind":"nvlink"}}]}}"#
+    );
+    let counted = format!(
+        r#"{{"name":"p",{gpus},"links":[
+          {{"from":"g0","to":"g1","bw_gbps":50,"alpha_us":1,"count":2,"kind":"nvlink"}},
+          {{"from":"g1","to":"g2","bw_gbps":50,"alpha_us":1,"kind":"nvlink"}},
+          {{"from":"g2","to":"g0","bw_gbps":25,"alpha_us":1,"kind":"nvlink"}}]}}"#
+    );
+    let (a, b) = (
+        topo_json::parse(&two, "two.json").unwrap(),
+        topo_json::parse(&counted, "counted.json").unwrap(),
+    );
+    assert_eq!(a.graph.edge_count(), b.graph.edge_count());
+    let ba = rscc::bound::bandwidth_bound(&a, rscc::ir::Collective::ReduceScatter).unwrap();
+    let bb = rscc::bound::bandwidth_bound(&b, rscc::ir::Collective::ReduceScatter).unwrap();
+    assert_eq!(ba.x_star, bb.x_star);
+    for s in 0..3 {
+        for d in (0..3).filter(|&d| d != s) {
+            let (ra, rb) = (a.route(s, d).unwrap(), b.route(s, d).unwrap());
+            assert_eq!(ra.bottleneck_gbps, rb.bottleneck_gbps, "{s} -> {d}");
+        }
+    }
+    let opts = rscc::compile::CompileOptions::default();
+    let (ca, cb) = (
+        rscc::compile::compile(&a, &opts).unwrap(),
+        rscc::compile::compile(&b, &opts).unwrap(),
+    );
+    assert_eq!(
+        rscc::back::msccl_xml::to_string(&ca.program),
+        rscc::back::msccl_xml::to_string(&cb.program)
+    );
+    let so = rscc::sim::SimOptions::default();
+    let t = |t: &Topology| {
+        rscc::sim::simulate(&ca.program, t, 1 << 30, &so)
+            .unwrap()
+            .time_us
+    };
+    assert_eq!(t(&a), t(&b));
+    // Different attributes stay separate links.
+    let mixed = two.replacen(
+        r#""bw_gbps":50,"alpha_us":1,"kind":"nvlink"},"#,
+        r#""bw_gbps":24,"alpha_us":1,"kind":"pcie"},"#,
+        1,
+    );
+    assert_ne!(mixed, two);
+    let m = topo_json::parse(&mixed, "mixed.json").unwrap();
+    assert_eq!(m.graph.edge_count(), a.graph.edge_count() + 2);
+}

@@ -289,7 +289,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
 fn choose_model(m: &Matrix, opts: &ImportOptions, assumptions: &mut Vec<String>) -> GpuModel {
     let (model, why) = match opts.gpu {
         Some(md) => (md, format!("--gpu {}", md.name)),
-        None => infer_model(&m),
+        None => infer_model(m),
     };
     assumptions.push(format!(
     "GPU model {}: {why}; NVLink {} GB/s per link per direction (hardware figure, topologies.md §1), PCIe {} GB/s, {} SMs",

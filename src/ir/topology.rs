@@ -62,6 +62,45 @@ impl Link {
     }
 }
 
+/// `g` with parallel links of one direction and equal attributes merged
+/// into one (counts added, first occurrence's place kept); unchanged when
+/// there are none.
+fn bundle_parallel_links(g: DiGraph<Node, Link>) -> DiGraph<Node, Link> {
+    type Key = (usize, usize, u64, u64, String);
+    let key = |e: EdgeIndex| -> Key {
+        let (a, b) = g.edge_endpoints(e).expect("edge of this graph");
+        let l = &g[e];
+        (
+            a.index(),
+            b.index(),
+            l.bw_gbps.to_bits(),
+            l.alpha_us.to_bits(),
+            l.kind.clone(),
+        )
+    };
+    let mut seen = std::collections::HashSet::new();
+    if g.edge_indices().all(|e| seen.insert(key(e))) {
+        return g;
+    }
+    let mut out: DiGraph<Node, Link> = DiGraph::with_capacity(g.node_count(), g.edge_count());
+    for n in g.node_indices() {
+        out.add_node(g[n].clone());
+    }
+    let mut at: std::collections::HashMap<Key, EdgeIndex> = std::collections::HashMap::new();
+    for e in g.edge_indices() {
+        let k = key(e);
+        match at.get(&k) {
+            Some(&m) => out[m].count += g[e].count,
+            None => {
+                let (a, b) = g.edge_endpoints(e).expect("edge of this graph");
+                let m = out.add_edge(a, b, g[e].clone());
+                at.insert(k, m);
+            }
+        }
+    }
+    out
+}
+
 /// A GPU-to-GPU route: the links a transfer occupies, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Route {
@@ -85,8 +124,13 @@ pub struct Topology {
 
 impl Topology {
     /// Build from nodes and directed links; ranks are read from the nodes.
-    /// The caller (a front end) is responsible for validation.
+    /// The caller (a front end) is responsible for validation. Parallel
+    /// links of one direction with the same rate, α and kind become one
+    /// bundle whose `count` is their sum, so every stage (routes, the
+    /// bound, the simulator, the synthesizers) sees all of their capacity:
+    /// a route crosses a bundle, never one link of several.
     pub fn new(name: String, description: String, graph: DiGraph<Node, Link>) -> Self {
+        let graph = bundle_parallel_links(graph);
         let mut ranked: Vec<(usize, NodeIndex)> = graph
             .node_indices()
             .filter_map(|n| graph[n].rank.map(|r| (r, n)))
