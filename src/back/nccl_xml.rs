@@ -52,124 +52,19 @@ pub fn to_nccl_xml(
     let g = &t.graph;
     let mut warnings = Vec::new();
     let rccl = g.edge_references().any(|e| e.weight().kind == "xgmi");
-    // Hosts.
-    let mut hosts: Vec<String> = Vec::new();
-    for n in g.node_indices() {
-        let h = g[n].host.clone().unwrap_or_default();
-        if (g[n].kind != NodeKind::Switch || g[n].host.is_some()) && !hosts.contains(&h) {
-            hosts.push(h);
-        }
-    }
-    if hosts.is_empty() {
-        hosts.push(String::new());
-    }
-    let host_of = |n: NodeIndex| -> usize {
-        let h = g[n].host.clone().unwrap_or_default();
-        hosts.iter().position(|x| *x == h).unwrap_or(0)
-    };
+    let hosts = hosts(t);
+    let host_of = |n: NodeIndex| host_of(t, &hosts, n);
 
     // Per-host busids.
     let mut next_bus: Vec<u32> = vec![1; hosts.len()];
     let mut busid: HashMap<NodeIndex, String> = HashMap::new();
-    // PCIe tree: BFS from each CPU over pcie/c2c links, not through GPUs,
-    // NICs or other CPUs.
-    let mut parent: HashMap<NodeIndex, (NodeIndex, f64)> = HashMap::new();
-    let cpus: Vec<NodeIndex> = g
-        .node_indices()
-        .filter(|&n| g[n].kind == NodeKind::Cpu)
-        .collect();
-    let mut q: VecDeque<NodeIndex> = cpus.iter().copied().collect();
-    let mut seen: HashMap<NodeIndex, bool> = cpus.iter().map(|&c| (c, true)).collect();
-    while let Some(u) = q.pop_front() {
-        for e in g.edges_directed(u, Direction::Outgoing) {
-            let v = e.target();
-            if seen.contains_key(&v) || e.weight().kind != "pcie" || g[v].kind == NodeKind::Cpu {
-                continue;
-            }
-            seen.insert(v, true);
-            parent.insert(v, (u, e.weight().capacity_gbps()));
-            if g[v].kind == NodeKind::Switch {
-                q.push_back(v);
-            }
-        }
-    }
-    // Children lists, in node order.
-    let mut children: BTreeMap<NodeIndex, Vec<NodeIndex>> = BTreeMap::new();
-    for n in g.node_indices() {
-        if let Some(&(p, _)) = parent.get(&n) {
-            children.entry(p).or_default().push(n);
-        }
-    }
-    // GPUs without a PCIe path: under the host's first CPU (or a virtual one).
-    let mut orphans: Vec<Vec<NodeIndex>> = vec![Vec::new(); hosts.len()];
-    for &r in &t.ranks {
-        if !parent.contains_key(&r) {
-            orphans[host_of(r)].push(r);
-        }
-    }
-    for n in g.node_indices() {
-        if g[n].kind == NodeKind::Nic && !parent.contains_key(&n) {
-            orphans[host_of(n)].push(n);
-        }
-    }
-    if orphans.iter().any(|o| !o.is_empty()) {
-        warnings.push(
-            "some GPUs/NICs have no PCIe path to a CPU in the topology; written under the host's first CPU with a Gen5 ×16 link".into(),
-        );
-    }
+    let (cpus, parent) = pcie_tree(t);
+    let children = children(t, &parent);
+    let orphans = orphans(t, &hosts, &parent, &mut warnings);
 
-    // NVSwitch busids and GPU fabric links.
-    let mut nv_targets: HashMap<NodeIndex, Vec<(NodeIndex, u32, f64, String)>> = HashMap::new();
-    for &r in &t.ranks {
-        for e in g.edges_directed(r, Direction::Outgoing) {
-            let w = e.weight();
-            if !is_fabric(&w.kind) {
-                continue;
-            }
-            let v = e.target();
-            match g[v].kind {
-                NodeKind::Gpu | NodeKind::Switch => {
-                    nv_targets
-                        .entry(r)
-                        .or_default()
-                        .push((v, w.count, w.bw_gbps, w.kind.clone()));
-                }
-                _ => warnings.push(format!(
-                    "{} link {} → {} is not to a GPU or switch; not written",
-                    w.kind, g[r].id, g[v].id
-                )),
-            }
-        }
-    }
-    // Busids: GPUs first (in rank order), then switches, NICs.
-    for &r in &t.ranks {
-        let h = host_of(r);
-        let b = next_bus[h];
-        if b > 0xff {
-            return Err(ExportError(format!(
-                "host {h} has more than 255 GPUs; NCCL XML bus ids cannot number them"
-            )));
-        }
-        next_bus[h] += 1;
-        busid.insert(r, format!("0000:{b:02x}:00.0"));
-    }
-    let mut nvswitch_bus: HashMap<(usize, NodeIndex), String> = HashMap::new();
-    for &r in &t.ranks {
-        for (v, _, _, _) in nv_targets.get(&r).cloned().unwrap_or_default() {
-            if g[v].kind == NodeKind::Switch {
-                let h = host_of(r);
-                if let std::collections::hash_map::Entry::Vacant(slot) = nvswitch_bus.entry((h, v))
-                {
-                    let b = next_bus[h];
-                    if b > 0xff {
-                        return Err(ExportError("too many PCI devices for NCCL bus ids".into()));
-                    }
-                    next_bus[h] += 1;
-                    slot.insert(format!("0000:{b:02x}:00.0"));
-                }
-            }
-        }
-    }
+    let nv_targets = fabric_targets(t, &mut warnings);
+    gpu_busids(t, &hosts, &mut next_bus, &mut busid)?;
+    let nvswitch_bus = nvswitch_busids(t, &hosts, &nv_targets, &mut next_bus)?;
 
     let mut out = String::new();
     let _ = writeln!(out, "<system version=\"{}\">", if rccl { 2 } else { 1 });
@@ -237,6 +132,184 @@ pub fn to_nccl_xml(
     warnings.sort();
     warnings.dedup();
     Ok(Exported { xml: out, warnings })
+}
+
+/// A PCIe parent and the bandwidth of the link to it, per node.
+type Parents = HashMap<NodeIndex, (NodeIndex, f64)>;
+
+/// Per GPU, its fabric links: (target, count, bandwidth, kind).
+type FabricTargets = HashMap<NodeIndex, Vec<(NodeIndex, u32, f64, String)>>;
+
+/// The hosts, in node order (one unnamed host when there are none).
+fn hosts(t: &Topology) -> Vec<String> {
+    let g = &t.graph;
+    // Hosts.
+    let mut hosts: Vec<String> = Vec::new();
+    for n in g.node_indices() {
+        let h = g[n].host.clone().unwrap_or_default();
+        if (g[n].kind != NodeKind::Switch || g[n].host.is_some()) && !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    if hosts.is_empty() {
+        hosts.push(String::new());
+    }
+    hosts
+}
+
+/// Node n's host, as a place in `hosts`.
+fn host_of(t: &Topology, hosts: &[String], n: NodeIndex) -> usize {
+    let g = &t.graph;
+    let h = g[n].host.clone().unwrap_or_default();
+    hosts.iter().position(|x| *x == h).unwrap_or(0)
+}
+
+/// The CPUs, and the PCIe tree: every node's parent found by a BFS from
+/// each CPU over pcie/c2c links, not through GPUs, NICs or other CPUs.
+fn pcie_tree(t: &Topology) -> (Vec<NodeIndex>, Parents) {
+    let g = &t.graph;
+    let mut parent: HashMap<NodeIndex, (NodeIndex, f64)> = HashMap::new();
+    let cpus: Vec<NodeIndex> = g
+        .node_indices()
+        .filter(|&n| g[n].kind == NodeKind::Cpu)
+        .collect();
+    let mut q: VecDeque<NodeIndex> = cpus.iter().copied().collect();
+    let mut seen: HashMap<NodeIndex, bool> = cpus.iter().map(|&c| (c, true)).collect();
+    while let Some(u) = q.pop_front() {
+        for e in g.edges_directed(u, Direction::Outgoing) {
+            let v = e.target();
+            if seen.contains_key(&v) || e.weight().kind != "pcie" || g[v].kind == NodeKind::Cpu {
+                continue;
+            }
+            seen.insert(v, true);
+            parent.insert(v, (u, e.weight().capacity_gbps()));
+            if g[v].kind == NodeKind::Switch {
+                q.push_back(v);
+            }
+        }
+    }
+    (cpus, parent)
+}
+
+/// Children lists, in node order.
+fn children(t: &Topology, parent: &Parents) -> BTreeMap<NodeIndex, Vec<NodeIndex>> {
+    let g = &t.graph;
+    let mut children: BTreeMap<NodeIndex, Vec<NodeIndex>> = BTreeMap::new();
+    for n in g.node_indices() {
+        if let Some(&(p, _)) = parent.get(&n) {
+            children.entry(p).or_default().push(n);
+        }
+    }
+    children
+}
+
+/// GPUs and NICs without a PCIe path, per host: written under the host's
+/// first CPU (or a virtual one).
+fn orphans(
+    t: &Topology,
+    hosts: &[String],
+    parent: &Parents,
+    warnings: &mut Vec<String>,
+) -> Vec<Vec<NodeIndex>> {
+    let g = &t.graph;
+    let host_of = |n: NodeIndex| host_of(t, hosts, n);
+    let mut orphans: Vec<Vec<NodeIndex>> = vec![Vec::new(); hosts.len()];
+    for &r in &t.ranks {
+        if !parent.contains_key(&r) {
+            orphans[host_of(r)].push(r);
+        }
+    }
+    for n in g.node_indices() {
+        if g[n].kind == NodeKind::Nic && !parent.contains_key(&n) {
+            orphans[host_of(n)].push(n);
+        }
+    }
+    if orphans.iter().any(|o| !o.is_empty()) {
+        warnings.push(
+            "some GPUs/NICs have no PCIe path to a CPU in the topology; written under the host's first CPU with a Gen5 ×16 link".into(),
+        );
+    }
+    orphans
+}
+
+/// GPU fabric links (to GPUs and switches); a warning for any other.
+fn fabric_targets(t: &Topology, warnings: &mut Vec<String>) -> FabricTargets {
+    let g = &t.graph;
+    let mut nv_targets: FabricTargets = HashMap::new();
+    for &r in &t.ranks {
+        for e in g.edges_directed(r, Direction::Outgoing) {
+            let w = e.weight();
+            if !is_fabric(&w.kind) {
+                continue;
+            }
+            let v = e.target();
+            match g[v].kind {
+                NodeKind::Gpu | NodeKind::Switch => {
+                    nv_targets
+                        .entry(r)
+                        .or_default()
+                        .push((v, w.count, w.bw_gbps, w.kind.clone()));
+                }
+                _ => warnings.push(format!(
+                    "{} link {} → {} is not to a GPU or switch; not written",
+                    w.kind, g[r].id, g[v].id
+                )),
+            }
+        }
+    }
+    nv_targets
+}
+
+/// Busids of the GPUs, per host in rank order from `next_bus`.
+fn gpu_busids(
+    t: &Topology,
+    hosts: &[String],
+    next_bus: &mut [u32],
+    busid: &mut HashMap<NodeIndex, String>,
+) -> Result<(), ExportError> {
+    let host_of = |n: NodeIndex| host_of(t, hosts, n);
+    // Busids: GPUs first (in rank order), then switches, NICs.
+    for &r in &t.ranks {
+        let h = host_of(r);
+        let b = next_bus[h];
+        if b > 0xff {
+            return Err(ExportError(format!(
+                "host {h} has more than 255 GPUs; NCCL XML bus ids cannot number them"
+            )));
+        }
+        next_bus[h] += 1;
+        busid.insert(r, format!("0000:{b:02x}:00.0"));
+    }
+    Ok(())
+}
+
+/// Busids of the NVSwitches, per (host, switch), after the GPUs'.
+fn nvswitch_busids(
+    t: &Topology,
+    hosts: &[String],
+    nv_targets: &FabricTargets,
+    next_bus: &mut [u32],
+) -> Result<HashMap<(usize, NodeIndex), String>, ExportError> {
+    let g = &t.graph;
+    let host_of = |n: NodeIndex| host_of(t, hosts, n);
+    let mut nvswitch_bus: HashMap<(usize, NodeIndex), String> = HashMap::new();
+    for &r in &t.ranks {
+        for (v, _, _, _) in nv_targets.get(&r).cloned().unwrap_or_default() {
+            if g[v].kind == NodeKind::Switch {
+                let h = host_of(r);
+                if let std::collections::hash_map::Entry::Vacant(slot) = nvswitch_bus.entry((h, v))
+                {
+                    let b = next_bus[h];
+                    if b > 0xff {
+                        return Err(ExportError("too many PCI devices for NCCL bus ids".into()));
+                    }
+                    next_bus[h] += 1;
+                    slot.insert(format!("0000:{b:02x}:00.0"));
+                }
+            }
+        }
+    }
+    Ok(nvswitch_bus)
 }
 
 struct Ctx<'a> {
