@@ -5,6 +5,7 @@ use crate::compile::report::{synth_report, ReportRow};
 use crate::compile::{self, CompileOptions, Compiled, Mode, Selection};
 use crate::front;
 use crate::ir::{Program, Proto, Runtime};
+use crate::lower::LowerOptions;
 use crate::sim::SimOptions;
 use crate::synth::{Algo, SynthOptions};
 use clap::{Args, ValueEnum};
@@ -229,16 +230,19 @@ fn options(a: &SynthArgs, mode: Mode) -> CompileOptions {
             seed: a.seed,
             evals: a.evals,
         },
-        proto: match a.proto {
-            ProtoArg::Simple => Proto::Simple,
-            ProtoArg::LL => Proto::LL,
-            ProtoArg::LL128 => Proto::LL128,
+        lower: LowerOptions {
+            proto: match a.proto {
+                ProtoArg::Simple => Proto::Simple,
+                ProtoArg::LL => Proto::LL,
+                ProtoArg::LL128 => Proto::LL128,
+            },
+            runtime,
+            inplace,
+            outofplace,
+            min_bytes: 0,
+            max_bytes: runtime.encode_max_bytes(None),
+            ..LowerOptions::default()
         },
-        runtime,
-        inplace,
-        outofplace,
-        min_bytes: 0,
-        max_bytes: runtime.encode_max_bytes(None),
     }
 }
 

@@ -15,7 +15,7 @@ pub mod search;
 
 pub use auto::{auto, default_sizes, Band, BandFile, Progress, Selection};
 
-use crate::ir::{Algorithm, Program, Proto, Runtime, Topology};
+use crate::ir::{Algorithm, Program, Topology};
 use crate::lower::LowerOptions;
 use crate::synth::{Algo, Context, Offer, SynthError, SynthOptions};
 use crate::verify::VerifyReport;
@@ -45,12 +45,9 @@ impl Mode {
 pub struct CompileOptions {
     pub mode: Mode,
     pub synth: SynthOptions,
-    pub proto: Proto,
-    pub runtime: Runtime,
-    pub inplace: bool,
-    pub outofplace: bool,
-    pub min_bytes: i64,
-    pub max_bytes: i64,
+    /// What the emitted file says (protocol, runtime, call modes, size
+    /// band); its `name` is set per schedule ([`CompileOptions::lower_options`]).
+    pub lower: LowerOptions,
 }
 
 impl Default for CompileOptions {
@@ -58,12 +55,7 @@ impl Default for CompileOptions {
         CompileOptions {
             mode: Mode::Auto,
             synth: SynthOptions::default(),
-            proto: Proto::Simple,
-            runtime: Runtime::Executor,
-            inplace: true,
-            outofplace: true,
-            min_bytes: 0,
-            max_bytes: 0,
+            lower: LowerOptions::default(),
         }
     }
 }
@@ -88,12 +80,7 @@ impl CompileOptions {
                 sanitize(&topo.name),
                 topo.num_ranks()
             ),
-            proto: self.proto,
-            runtime: self.runtime,
-            inplace: self.inplace,
-            outofplace: self.outofplace,
-            min_bytes: self.min_bytes,
-            max_bytes: self.max_bytes,
+            ..self.lower.clone()
         }
     }
 }
