@@ -303,3 +303,47 @@ fn gap_refuses_with_a_reason_and_its_search_is_deterministic() {
     assert!(String::from_utf8_lossy(&a).contains("<algo "));
     assert_eq!(a, run("5"));
 }
+
+/// `synth --json` prints the files written (each verified, with its
+/// band), the per-size table and the notes as JSON on stdout; without
+/// `-v` no "skipped" note reaches stderr, with it they do.
+#[test]
+fn synth_json_lists_the_files_and_the_table_and_v_adds_the_reasons() {
+    let dir = std::env::temp_dir().join(format!("rscc-json-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+            .args(["synth", "--topo", "topologies/ring8.json", "-o"])
+            .arg(format!("{}/", dir.display()))
+            .args(extra)
+            .output()
+            .expect("runs")
+    };
+    let out = run(&["--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(v["ranks"], 8);
+    let files = v["files"].as_array().unwrap();
+    assert!(files.len() >= 2, "ring8 has a small-message band: {v}");
+    for f in files {
+        assert!(std::path::Path::new(f["path"].as_str().unwrap()).is_file());
+        assert_eq!(f["verified"].as_array().unwrap().len(), 2, "{f}");
+    }
+    assert_eq!(files[0]["min_bytes"], 0);
+    assert!(files.last().unwrap()["max_bytes"].is_null());
+    assert_eq!(v["table"].as_array().unwrap().len(), 6);
+    let quiet = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!quiet.contains("not scored"), "{quiet}");
+    let verbose = run(&["-v"]);
+    let err = String::from_utf8_lossy(&verbose.stderr);
+    assert!(err.contains("note: sccl: not scored"), "{err}");
+    assert!(
+        !err.contains('\r'),
+        "no progress line when stderr is not a terminal"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
