@@ -34,7 +34,9 @@ fn link(bw: f64, alpha: f64) -> Link {
 fn ring_topo(n: usize, bw: f64, alpha: f64) -> Topology {
     let mut g = DiGraph::new();
     let gs = gpu_nodes(&mut g, n);
-    for i in 0..n {
+    // Two GPUs are one neighbour pair: one link each way (a second pair
+    // of entries would add up to twice the bandwidth).
+    for i in 0..if n == 2 { 1 } else { n } {
         let j = (i + 1) % n;
         g.add_edge(gs[i], gs[j], link(bw, alpha));
         g.add_edge(gs[j], gs[i], link(bw, alpha));
