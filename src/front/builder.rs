@@ -12,9 +12,8 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::ir::hardware::GpuModel;
 use crate::ir::hardware::{
-    ALPHA_GPU_LINK_US, ALPHA_NET_US, ALPHA_NVSWITCH_US, ALPHA_PCIE_US, ALPHA_SYS_US,
+    GpuModel, ALPHA_GPU_LINK_US, ALPHA_NET_US, ALPHA_NVSWITCH_US, ALPHA_PCIE_US, ALPHA_SYS_US,
 };
 
 /// The input formats the importers read.
@@ -90,6 +89,24 @@ pub struct GpuInfo {
 }
 
 impl GpuInfo {
+    /// The GPUs of a text dump (nvidia-smi, rocm-smi): ranks in order,
+    /// named `gpu<rank>`, one model for all, each with its links.
+    pub fn of_text_dump(model: &GpuModel, links: Vec<Vec<GpuLinkInfo>>) -> Vec<GpuInfo> {
+        links
+            .into_iter()
+            .enumerate()
+            .map(|(r, links)| GpuInfo {
+                rank: r,
+                node_id: format!("gpu{r}"),
+                busid: None,
+                host: None,
+                arch: model.name.into(),
+                link_gbps: model.link_gbps,
+                links,
+            })
+            .collect()
+    }
+
     /// Total NVLink/xGMI link count (both GPU-direct and to switches).
     pub fn fabric_links(&self) -> u32 {
         self.links

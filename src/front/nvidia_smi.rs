@@ -218,7 +218,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
     symmetry(&m, &mut warnings);
     let mut b = Builder::default();
     let gpus = gpu_nodes(&mut b, g, model);
-    let mut infos = nvlinks(&mut b, &m, model, &gpus, &mut warnings, &mut assumptions);
+    let infos = nvlinks(&mut b, &m, model, &gpus, &mut warnings, &mut assumptions);
 
     // PCIe: CPUs by NUMA key; switches as groups of devices at PIX/PXB.
     let n = m.devices.len();
@@ -264,17 +264,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
     );
     assumptions.push(super::builder::alpha_assumption());
     let topology = b.finish(name, description, file)?;
-    let gpu_infos = (0..g)
-        .map(|r| GpuInfo {
-            rank: r,
-            node_id: format!("gpu{r}"),
-            busid: None,
-            host: None,
-            arch: model.name.into(),
-            link_gbps: model.link_gbps,
-            links: std::mem::take(&mut infos[r]),
-        })
-        .collect();
+    let gpu_infos = GpuInfo::of_text_dump(&model, infos);
     Ok(ImportReport {
         topology,
         format: Format::NvidiaSmi,

@@ -295,17 +295,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
     );
     assumptions.push(super::builder::alpha_assumption());
     let topology = b.finish(name, description, file)?;
-    let gpu_infos = (0..g)
-        .map(|r| GpuInfo {
-            rank: r,
-            node_id: format!("gpu{r}"),
-            busid: None,
-            host: None,
-            arch: model.name.into(),
-            link_gbps: model.link_gbps,
-            links: std::mem::take(&mut infos[r]),
-        })
-        .collect();
+    let gpu_infos = GpuInfo::of_text_dump(&model, infos);
     Ok(ImportReport {
         topology,
         format: Format::RocmSmi,
