@@ -15,11 +15,13 @@ use crate::ir::Topology;
 use std::fmt;
 use std::path::Path;
 
-/// An input file could not be used. Always names the file; the message
-/// names the element/line and the reason.
+/// An input file could not be used. Always names the file; `line` is
+/// where in it, when one line is at fault; the message names the element
+/// and the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrontError {
     pub file: String,
+    pub line: Option<usize>,
     pub msg: String,
 }
 
@@ -27,6 +29,15 @@ impl FrontError {
     pub fn new(file: impl Into<String>, msg: impl Into<String>) -> Self {
         FrontError {
             file: file.into(),
+            line: None,
+            msg: msg.into(),
+        }
+    }
+    /// An error at one line of the file.
+    pub fn at_line(file: impl Into<String>, line: usize, msg: impl Into<String>) -> Self {
+        FrontError {
+            file: file.into(),
+            line: Some(line),
             msg: msg.into(),
         }
     }
@@ -34,7 +45,10 @@ impl FrontError {
 
 impl fmt::Display for FrontError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.file, self.msg)
+        match self.line {
+            Some(l) => write!(f, "{}: line {l}: {}", self.file, self.msg),
+            None => write!(f, "{}: {}", self.file, self.msg),
+        }
     }
 }
 

@@ -68,7 +68,7 @@ pub struct Matrix {
 
 /// Parse the text of `nvidia-smi topo -m`.
 pub fn parse(text: &str, file: &str) -> Result<Matrix, FrontError> {
-    let err = |line: usize, m: String| FrontError::new(file, format!("line {line}: {m}"));
+    let err = |line: usize, m: String| FrontError::at_line(file, line, m);
     let lines: Vec<&str> = text.lines().collect();
     // Header: first line whose first token is GPU0.
     let (hidx, header) = lines

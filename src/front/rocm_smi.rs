@@ -48,7 +48,7 @@ fn gpu_index(tok: &str) -> Option<usize> {
 
 /// Parse `rocm-smi --showtopo` text.
 pub fn parse(text: &str, file: &str) -> Result<ShowTopo, FrontError> {
-    let err = |line: usize, m: String| FrontError::new(file, format!("line {line}: {m}"));
+    let err = |line: usize, m: String| FrontError::at_line(file, line, m);
     let mut st = ShowTopo::default();
     let mut block = Block::None;
     let mut header: Vec<usize> = Vec::new();

@@ -72,9 +72,9 @@ fn show_char(c: u8) -> String {
 
 fn error(file: &str, line: usize, elem: &str, msg: impl fmt::Display) -> FrontError {
     if elem.is_empty() {
-        FrontError::new(file, format!("line {line}: {msg}"))
+        FrontError::at_line(file, line, msg.to_string())
     } else {
-        FrontError::new(file, format!("line {line}: <{elem}>: {msg}"))
+        FrontError::at_line(file, line, format!("<{elem}>: {msg}"))
     }
 }
 

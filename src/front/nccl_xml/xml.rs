@@ -49,7 +49,7 @@ pub fn declared_version(text: &str) -> Option<u32> {
 /// Parse XML text into its root element (lenient; see the module docs).
 /// Returns the root and lexical warnings.
 pub fn parse_xml(text: &str, file: &str) -> Result<(Element, Vec<String>), FrontError> {
-    let err = |line: usize, m: String| FrontError::new(file, format!("line {line}: {m}"));
+    let err = |line: usize, m: String| FrontError::at_line(file, line, m);
     let b = text.as_bytes();
     let mut i = 0usize;
     let mut line = 1usize;
@@ -198,7 +198,7 @@ pub fn parse_xml(text: &str, file: &str) -> Result<(Element, Vec<String>), Front
 }
 
 fn parse_tag(body: &str, line: usize, file: &str) -> Result<Element, FrontError> {
-    let err = |m: String| FrontError::new(file, format!("line {line}: {m}"));
+    let err = |m: String| FrontError::at_line(file, line, m);
     let body = body.trim();
     let name_end = body.find(|c: char| c.is_whitespace()).unwrap_or(body.len());
     let name = &body[..name_end];
