@@ -39,6 +39,7 @@ fn main() {
     let bounds: Vec<f64> = sizes.iter().map(|&s| lt.bound_us(&bw, s)).collect();
     let vopts = VerifyOptions {
         max_tbs: topo.min_sms().map(|s| s as usize),
+        ..VerifyOptions::default()
     };
     let mut cands: Vec<(String, Algorithm)> = Vec::new();
     if std::env::args().nth(1).as_deref() == Some("pieced") {

@@ -74,3 +74,54 @@ fn rank_count_must_match_the_topology() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("ngpus"));
 }
+
+/// A ring that reduces into the input buffer (as msccl-tools' out-of-place
+/// ring and SCCL's ncclized files do): each broken rule is reported once
+/// with its count and where else it broke, and the verdict says the file
+/// is otherwise correct if the input buffer may be overwritten. The same
+/// file with a wrong result says it is still wrong.
+#[test]
+fn input_writers_get_one_line_per_rule_and_a_conditional_verdict() {
+    let f = "tests/data/xml/ring_inputwrite_4.xml";
+    let (code, text) = verify(f);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(text.matches("[input-write]").count(), 2, "{text}");
+    assert!(text.contains("broken 8 times in all"), "{text}");
+    assert!(text.contains("and 5 more"), "{text}");
+    assert!(
+        text.contains("otherwise correct (out-of-place) if the input buffer may be overwritten"),
+        "{text}"
+    );
+    assert!(text.contains("1 rule(s) broken (8 errors)"), "{text}");
+    let out = Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(["verify", f, "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["correct_if_input_writable"], true);
+    assert_eq!(v["rules"][0]["rule"], "input-write");
+    assert_eq!(v["rules"][0]["count"], 8);
+    assert_eq!(v["errors"][0]["at"]["line"], 6);
+    assert_eq!(v["errors"].as_array().unwrap().len(), 8);
+    // Rank 3 ends with its own chunk 2 instead of 3: wrong either way.
+    let text = std::fs::read_to_string(f).unwrap();
+    let last = r#"<step s="5" type="rrc" srcbuf="i" srcoff="3" dstbuf="o""#;
+    assert!(text.contains(last));
+    let wrong = text.replace(
+        last,
+        r#"<step s="5" type="rrc" srcbuf="i" srcoff="2" dstbuf="o""#,
+    );
+    let dir = std::env::temp_dir().join(format!("rscc-inputwrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("wrong.xml");
+    std::fs::write(&p, wrong).unwrap();
+    let (code, text) = verify(p.to_str().unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("with the input buffer writable it is still wrong"),
+        "{text}"
+    );
+    assert!(!text.contains("otherwise correct"), "{text}");
+}

@@ -2,7 +2,9 @@
 
 use super::{CliError, CliResult};
 use crate::front;
-use crate::verify::{verify_all, VerifyError, VerifyOptions, VerifyReport};
+use crate::verify::{
+    group, if_input_writable, verify_all, RuleGroup, VerifyError, VerifyOptions, VerifyReport,
+};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -40,16 +42,17 @@ pub fn run(a: VerifyArgs) -> CliResult {
     }
     let res = verify_all(&p, &opts);
     let file = a.file.display().to_string();
+    let errs: &[VerifyError] = res.as_ref().err().map_or(&[], |e| &e[..]);
+    let rules = group(errs);
+    let writable = if_input_writable(&p, errs, &opts);
     if a.json {
-        let (report, errors) = match &res {
-            Ok(r) => (Some(r), &[][..]),
-            Err(errs) => (None, &errs[..]),
-        };
         let out = VerifyOut {
             file: &file,
             valid: res.is_ok(),
-            errors,
-            report,
+            errors: errs,
+            rules: &rules,
+            correct_if_input_writable: writable.as_ref().map(|w| w.is_ok()),
+            report: res.as_ref().ok(),
         };
         let text = serde_json::to_string_pretty(&out).map_err(CliError::input)?;
         println!("{text}");
@@ -69,16 +72,59 @@ pub fn run(a: VerifyArgs) -> CliResult {
         }
         Err(errs) => {
             if !a.json {
-                for e in &errs {
-                    eprintln!("{file}: {e}");
+                for g in &rules {
+                    print_group(&file, g);
+                }
+                match &writable {
+                    Some(Ok(r)) => eprintln!(
+                        "{file}: otherwise correct ({}) if the input buffer may be overwritten: only the input-write rule is broken",
+                        r.modes.join(" and ")
+                    ),
+                    Some(Err(e)) => eprintln!(
+                        "{file}: and with the input buffer writable it is still wrong: {}",
+                        e[0]
+                    ),
+                    None => {}
                 }
             }
             Err(CliError::check(format!(
-                "{file}: {} rule(s) broken",
-                errs.len()
+                "{file}: {} rule(s) broken{}",
+                rules.len(),
+                if errs.len() > rules.len() {
+                    format!(" ({} errors)", errs.len())
+                } else {
+                    String::new()
+                }
             )))
         }
     }
+}
+
+/// One broken rule: its first error in full, then where it broke again.
+fn print_group(file: &str, g: &RuleGroup) {
+    eprintln!("{file}: {}", g.first[0]);
+    if g.count == 1 {
+        return;
+    }
+    let more: Vec<String> = g.first[1..]
+        .iter()
+        .map(|e| match &e.at {
+            Some(at) => at.to_string(),
+            None => e.msg.clone(),
+        })
+        .collect();
+    let rest = g.count - g.first.len();
+    eprintln!(
+        "{file}: [{}] broken {} times in all; also at {}{}",
+        g.rule,
+        g.count,
+        more.join("; "),
+        if rest > 0 {
+            format!(" and {rest} more")
+        } else {
+            String::new()
+        }
+    );
 }
 
 /// `rscc verify --json`.
@@ -86,7 +132,13 @@ pub fn run(a: VerifyArgs) -> CliResult {
 struct VerifyOut<'a> {
     file: &'a str,
     valid: bool,
+    /// Every error found.
     errors: &'a [VerifyError],
+    /// The same, each rule once with its count and first errors.
+    rules: &'a [RuleGroup],
+    /// Whether a file whose only broken rule is `input-write` is otherwise
+    /// correct (null when other rules are broken, or none).
+    correct_if_input_writable: Option<bool>,
     #[serde(flatten)]
     report: Option<&'a VerifyReport>,
 }

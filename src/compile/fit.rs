@@ -22,6 +22,7 @@ pub fn first_fit(
     let lopts = opts.lower_options(topo, algo);
     let vopts = VerifyOptions {
         max_tbs: topo.min_sms().map(|s| s as usize),
+        ..VerifyOptions::default()
     };
     let mut fallbacks = Vec::new();
     for cand in cands {

@@ -22,6 +22,10 @@ use std::fmt;
 pub struct VerifyOptions {
     /// Threadblocks per rank allowed (the GPUs' SM count), if known.
     pub max_tbs: Option<usize>,
+    /// Judge the file as if the input buffer of an out-of-place call were
+    /// writable (the `input-write` rule off): whether a file that writes
+    /// `i` computes the right result otherwise.
+    pub input_writable: bool,
 }
 
 /// A broken rule. `rule` is a short stable name (see docs/verifier.md);
@@ -60,6 +64,57 @@ impl fmt::Display for VerifyError {
 }
 
 impl std::error::Error for VerifyError {}
+
+/// The broken rules of a verification, each once: how often it broke and
+/// where first (the first few errors in full).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RuleGroup {
+    pub rule: &'static str,
+    pub count: usize,
+    pub first: Vec<VerifyError>,
+}
+
+/// How many errors of a rule [`group`] keeps in full.
+pub const FIRST_ERRORS: usize = 3;
+
+/// `errs` grouped by rule, rules in the order they first appear.
+pub fn group(errs: &[VerifyError]) -> Vec<RuleGroup> {
+    let mut out: Vec<RuleGroup> = Vec::new();
+    for e in errs {
+        match out.iter_mut().find(|g| g.rule == e.rule) {
+            Some(g) => {
+                g.count += 1;
+                if g.first.len() < FIRST_ERRORS {
+                    g.first.push(e.clone());
+                }
+            }
+            None => out.push(RuleGroup {
+                rule: e.rule,
+                count: 1,
+                first: vec![e.clone()],
+            }),
+        }
+    }
+    out
+}
+
+/// For a file whose only broken rule is `input-write`: its verification
+/// with the input buffer writable — Ok when it is otherwise correct.
+/// None when other rules are broken too.
+pub fn if_input_writable(
+    p: &Program,
+    errs: &[VerifyError],
+    opts: &VerifyOptions,
+) -> Option<Result<VerifyReport, Vec<VerifyError>>> {
+    if errs.is_empty() || errs.iter().any(|e| e.rule != "input-write") {
+        return None;
+    }
+    let relaxed = VerifyOptions {
+        input_writable: true,
+        ..opts.clone()
+    };
+    Some(verify_all(p, &relaxed))
+}
 
 /// What a successful verification established.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -91,7 +91,7 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
         threadblocks(p, g, &mut errs);
         let gi = idx.gpu_of_rank[g.id as usize];
         for (ti, t) in g.tbs.iter().enumerate() {
-            steps(p, g, &idx.tb_of_id[gi], ti, t, &mut errs);
+            steps(p, g, &idx.tb_of_id[gi], ti, t, opts, &mut errs);
         }
     }
     if errs.is_empty() {
@@ -387,6 +387,7 @@ fn steps(
     tb_of_id: &HashMap<i64, usize>,
     ti: usize,
     t: &Threadblock,
+    opts: &VerifyOptions,
     errs: &mut Vec<VerifyError>,
 ) {
     let r = g.id;
@@ -457,7 +458,8 @@ fn steps(
                     );
                 }
             }
-            if p.outofplace && s.kind.writes_dst() && s.dstbuf == Buf::Input {
+            if p.outofplace && !opts.input_writable && s.kind.writes_dst() && s.dstbuf == Buf::Input
+            {
                 fail_at!(
                     errs,
                     at,
