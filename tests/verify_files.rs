@@ -85,7 +85,7 @@ fn input_writers_get_one_line_per_rule_and_a_conditional_verdict() {
     let f = "tests/data/xml/ring_inputwrite_4.xml";
     let (code, text) = verify(f);
     assert_eq!(code, 1, "{text}");
-    assert_eq!(text.matches("[input-write]").count(), 2, "{text}");
+    assert_eq!(text.matches(": [input-write]").count(), 2, "{text}");
     assert!(text.contains("broken 8 times in all"), "{text}");
     assert!(text.contains("and 5 more"), "{text}");
     assert!(
@@ -124,4 +124,35 @@ fn input_writers_get_one_line_per_rule_and_a_conditional_verdict() {
         "{text}"
     );
     assert!(!text.contains("otherwise correct"), "{text}");
+}
+
+/// A legacy-dialect file is judged as such, with a line saying which
+/// runtime accepts it; `--runtime` judges for one runtime's rules.
+#[test]
+fn each_runtime_gets_its_own_verdict() {
+    let legacy = "tests/data/xml/legacy_ring_rs_4.xml";
+    let (code, text) = verify(legacy);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("runtimes: executor: rejects it ([runtime]); legacy: its rules hold"),
+        "{text}"
+    );
+    let run = |f: &str, rt: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_rscc"))
+            .args(["verify", f, "--runtime", rt])
+            .output()
+            .expect("runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(legacy, "executor");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("[runtime] coll=\"reduce_scatter\""), "{err}");
+    assert_eq!(run(legacy, "legacy").0, Some(0));
+    // An executor file with maxBytes 0: never selected by legacy.
+    let (code, err) = run("tests/data/xml/ring_rs_8.xml", "legacy");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("[bytes-window] maxBytes 0"), "{err}");
 }

@@ -1,9 +1,12 @@
 //! `rscc verify`: check an MSCCL XML file (rscc's or another tool's).
 
+use super::synth::RuntimeArg;
 use super::{CliError, CliResult};
 use crate::front;
+use crate::ir::Runtime;
 use crate::verify::{
-    group, if_input_writable, verify_all, RuleGroup, VerifyError, VerifyOptions, VerifyReport,
+    group, if_input_writable, structural, verify_all, RuleGroup, VerifyError, VerifyOptions,
+    VerifyReport,
 };
 use clap::Args;
 use std::path::PathBuf;
@@ -19,6 +22,11 @@ pub struct VerifyArgs {
     /// count (threadblocks per rank).
     #[arg(long)]
     pub topo: Option<PathBuf>,
+    /// Judge for one runtime's rules (steps and threadblocks per runtime,
+    /// the `coll` spelling, what maxBytes means). Default: the runtime the
+    /// file's `coll` names, and a line saying which runtimes accept it.
+    #[arg(long, value_enum)]
+    pub runtime: Option<RuntimeArg>,
     /// Machine-readable result.
     #[arg(long)]
     pub json: bool,
@@ -40,8 +48,30 @@ pub fn run(a: VerifyArgs) -> CliResult {
         }
         opts.max_tbs = topo.min_sms().map(|s| s as usize);
     }
+    opts.runtime = a.runtime.map(|r| match r {
+        RuntimeArg::Executor => Runtime::Executor,
+        RuntimeArg::Legacy => Runtime::Legacy,
+    });
     let res = verify_all(&p, &opts);
     let file = a.file.display().to_string();
+    // Each runtime's own rules (the symbolic phase is the same for both).
+    let runtimes: Vec<RuntimeVerdict> = Runtime::ALL
+        .into_iter()
+        .map(|rt| {
+            let o = VerifyOptions {
+                runtime: Some(rt),
+                ..opts.clone()
+            };
+            let errs = structural(&p, &o);
+            let mut rules: Vec<&'static str> = errs.iter().map(|e| e.rule).collect();
+            rules.dedup();
+            RuntimeVerdict {
+                runtime: rt.name(),
+                rules_hold: errs.is_empty(),
+                broken: rules,
+            }
+        })
+        .collect();
     let errs: &[VerifyError] = res.as_ref().err().map_or(&[], |e| &e[..]);
     let rules = group(errs);
     let writable = if_input_writable(&p, errs, &opts);
@@ -52,6 +82,7 @@ pub fn run(a: VerifyArgs) -> CliResult {
             errors: errs,
             rules: &rules,
             correct_if_input_writable: writable.as_ref().map(|w| w.is_ok()),
+            runtimes: &runtimes,
             report: res.as_ref().ok(),
         };
         let text = serde_json::to_string_pretty(&out).map_err(CliError::input)?;
@@ -67,6 +98,9 @@ pub fn run(a: VerifyArgs) -> CliResult {
                     r.steps,
                     r.modes.join(" and ")
                 );
+                if a.runtime.is_none() {
+                    println!("{file}: {}", runtimes_line(&runtimes));
+                }
             }
             Ok(())
         }
@@ -85,6 +119,9 @@ pub fn run(a: VerifyArgs) -> CliResult {
                         e[0]
                     ),
                     None => {}
+                }
+                if a.runtime.is_none() {
+                    eprintln!("{file}: {}", runtimes_line(&runtimes));
                 }
             }
             Err(CliError::check(format!(
@@ -127,6 +164,31 @@ fn print_group(file: &str, g: &RuleGroup) {
     );
 }
 
+/// Whether one runtime's own rules hold for the file.
+#[derive(serde::Serialize)]
+struct RuntimeVerdict {
+    runtime: &'static str,
+    rules_hold: bool,
+    /// The rules broken for this runtime.
+    broken: Vec<&'static str>,
+}
+
+/// "executor: its rules hold; legacy: rejects it ([runtime], …)".
+fn runtimes_line(v: &[RuntimeVerdict]) -> String {
+    let parts: Vec<String> = v
+        .iter()
+        .map(|r| {
+            if r.rules_hold {
+                format!("{}: its rules hold", r.runtime)
+            } else {
+                let rules: Vec<String> = r.broken.iter().map(|b| format!("[{b}]")).collect();
+                format!("{}: rejects it ({})", r.runtime, rules.join(", "))
+            }
+        })
+        .collect();
+    format!("runtimes: {}", parts.join("; "))
+}
+
 /// `rscc verify --json`.
 #[derive(serde::Serialize)]
 struct VerifyOut<'a> {
@@ -139,6 +201,8 @@ struct VerifyOut<'a> {
     /// Whether a file whose only broken rule is `input-write` is otherwise
     /// correct (null when other rules are broken, or none).
     correct_if_input_writable: Option<bool>,
+    /// Per runtime, whether its own rules hold.
+    runtimes: &'a [RuntimeVerdict],
     #[serde(flatten)]
     report: Option<&'a VerifyReport>,
 }

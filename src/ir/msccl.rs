@@ -83,6 +83,14 @@ pub enum Runtime {
 }
 
 impl Runtime {
+    pub const ALL: [Runtime; 2] = [Runtime::Executor, Runtime::Legacy];
+    /// Its name in messages and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Executor => "executor",
+            Runtime::Legacy => "legacy",
+        }
+    }
     /// Steps per threadblock the runtime's parser accepts.
     pub fn max_steps(self) -> usize {
         match self {

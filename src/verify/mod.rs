@@ -26,6 +26,11 @@ pub struct VerifyOptions {
     /// writable (the `input-write` rule off): whether a file that writes
     /// `i` computes the right result otherwise.
     pub input_writable: bool,
+    /// Judge for this runtime's rules (None: the runtime the file's
+    /// `coll` spelling names): its step and threadblock limits and what
+    /// its `maxBytes` means; a file in the other runtime's dialect breaks
+    /// `runtime` (that runtime's parser rejects its `coll` spelling).
+    pub runtime: Option<crate::ir::Runtime>,
 }
 
 /// A broken rule. `rule` is a short stable name (see docs/verifier.md);
@@ -135,7 +140,7 @@ pub fn verify(p: &Program, opts: &VerifyOptions) -> Result<VerifyReport, VerifyE
 /// symbolic phase runs only when the structure is sound, and stops at its
 /// first failure).
 pub fn verify_all(p: &Program, opts: &VerifyOptions) -> Result<VerifyReport, Vec<VerifyError>> {
-    let errs = structure::check(p, opts);
+    let errs = structural(p, opts);
     if !errs.is_empty() {
         return Err(errs);
     }
@@ -146,6 +151,35 @@ pub fn verify_all(p: &Program, opts: &VerifyOptions) -> Result<VerifyReport, Vec
         steps: p.num_steps(),
         modes,
     })
+}
+
+/// The rules that need no execution: the runtime's dialect (when
+/// `opts.runtime` names another) and the structural rulebook. Cheap: what
+/// a verdict per runtime needs, the symbolic phase being the same for
+/// both.
+pub fn structural(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
+    let mut errs = Vec::new();
+    let runtime = opts.runtime.unwrap_or(p.runtime);
+    if p.runtime != runtime {
+        errs.push(VerifyError::new(
+            "runtime",
+            format!(
+                "coll=\"{}\" is the {} runtime's spelling; the {} runtime's parser rejects it (it reads coll=\"{}\")",
+                p.runtime.coll_str(p.coll),
+                p.runtime.name(),
+                runtime.name(),
+                runtime.coll_str(p.coll)
+            ),
+        ));
+    }
+    if runtime == crate::ir::Runtime::Legacy && p.max_bytes == Some(0) {
+        errs.push(VerifyError::new(
+            "bytes-window",
+            "maxBytes 0 means \"never\" to the legacy runtime (its bound is exclusive): it never selects the file",
+        ));
+    }
+    errs.extend(structure::check(p, opts));
+    errs
 }
 
 /// The largest message size (nccl-tests' S, as `maxBytes` counts it) at

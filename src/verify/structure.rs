@@ -88,7 +88,7 @@ pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
     let idx = Index::new(p);
     for g in &p.gpus {
         gpu(p, g, opts, &mut errs);
-        threadblocks(p, g, &mut errs);
+        threadblocks(p, g, opts.runtime.unwrap_or(p.runtime), &mut errs);
         let gi = idx.gpu_of_rank[g.id as usize];
         for (ti, t) in g.tbs.iter().enumerate() {
             steps(p, g, &idx.tb_of_id[gi], ti, t, opts, &mut errs);
@@ -195,7 +195,7 @@ fn gpu(p: &Program, g: &GpuProgram, opts: &VerifyOptions, errs: &mut Vec<VerifyE
     let r = g.id;
     let n = p.ngpus as usize;
     let cps = p.nchunksperloop / p.ngpus;
-    let max_tb_id = p.runtime.max_tb_id();
+    let max_tb_id = opts.runtime.unwrap_or(p.runtime).max_tb_id();
     // Buffer geometry (§5.2).
     if g.i_chunks != p.nchunksperloop {
         fail!(
@@ -264,7 +264,7 @@ fn gpu(p: &Program, g: &GpuProgram, opts: &VerifyOptions, errs: &mut Vec<VerifyE
             "tb-count",
             "rank {r}: {} threadblocks exceed the {:?} runtime's limit of {max_tb_id}",
             g.tbs.len(),
-            p.runtime
+            opts.runtime.unwrap_or(p.runtime)
         );
     }
     if let Some(m) = opts.max_tbs {
@@ -288,10 +288,15 @@ fn gpu(p: &Program, g: &GpuProgram, opts: &VerifyOptions, errs: &mut Vec<VerifyE
 }
 
 /// One GPU's threadblocks: peers, channels, connections, step counts.
-fn threadblocks(p: &Program, g: &GpuProgram, errs: &mut Vec<VerifyError>) {
+fn threadblocks(
+    p: &Program,
+    g: &GpuProgram,
+    runtime: crate::ir::Runtime,
+    errs: &mut Vec<VerifyError>,
+) {
     let r = g.id;
     let n = p.ngpus as usize;
-    let max_steps = p.runtime.max_steps();
+    let max_steps = runtime.max_steps();
     // One TB per (chan, peer, direction); ≤ 32 peer TBs per channel.
     let mut send_conn: HashMap<(i64, i64), i64> = HashMap::new();
     let mut recv_conn: HashMap<(i64, i64), i64> = HashMap::new();
@@ -364,7 +369,7 @@ fn threadblocks(p: &Program, g: &GpuProgram, errs: &mut Vec<VerifyError>) {
                 "step-count",
                 "rank {r} tb {tb}: {} steps exceed the {:?} runtime's {max_steps} per threadblock",
                 t.steps.len(),
-                p.runtime
+                runtime
             );
         }
     }
