@@ -216,15 +216,9 @@ struct Engine<'a> {
     trace: Option<Trace>,
 }
 
-/// Simulate `prog` on `topo` for nccl-tests size `size_bytes` (the full
-/// buffer: per-rank input bytes for reduce-scatter); chunk bytes =
-/// size / nchunksperloop. See docs/cost-model.md.
-pub fn simulate(
-    prog: &Program,
-    topo: &Topology,
-    size_bytes: u64,
-    opts: &SimOptions,
-) -> Result<SimResult, SimError> {
+/// The checks every simulation passes first: ranks that match, usable
+/// options, a positive chunk count.
+fn check_request(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<(), SimError> {
     super::check_ranks(prog, topo)?;
     if opts.tiling && opts.tile_bytes == 0 {
         return Err(SimError::BadOptions(
@@ -249,6 +243,19 @@ pub fn simulate(
             prog.nchunksperloop
         )));
     }
+    Ok(())
+}
+
+/// Simulate `prog` on `topo` for nccl-tests size `size_bytes` (the full
+/// buffer: per-rank input bytes for reduce-scatter); chunk bytes =
+/// size / nchunksperloop. See docs/cost-model.md.
+pub fn simulate(
+    prog: &Program,
+    topo: &Topology,
+    size_bytes: u64,
+    opts: &SimOptions,
+) -> Result<SimResult, SimError> {
+    check_request(prog, topo, opts)?;
     let n = topo.num_ranks();
     let depth = if opts.tiling {
         let buffer = opts.slots as u64 * opts.slot_bytes;
