@@ -6,7 +6,7 @@
 //! any input.
 
 use super::ExecError;
-use crate::ir::resolve::resolve;
+use crate::ir::resolve::{resolve, Resolved};
 use crate::ir::{Buf, Collective, Program, StepKind};
 
 #[derive(Debug, Clone)]
@@ -201,7 +201,29 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
             waiters: Vec::new(),
         })
         .collect();
-    // Steps.
+    let max_steps = steps(p, &res, c, &s_chunks, &mut tbs)?;
+    Ok(Plan {
+        nranks: n,
+        c,
+        s_chunks,
+        tbs,
+        rank_tbs,
+        fifos,
+        max_steps,
+    })
+}
+
+/// Every threadblock's steps with their buffer ranges checked against the
+/// buffers the executor allocates, and who waits on whom; the most steps
+/// of a threadblock.
+fn steps(
+    p: &Program,
+    res: &Resolved,
+    c: usize,
+    s_chunks: &[usize],
+    tbs: &mut [TbPlan],
+) -> Result<usize, ExecError> {
+    let n = res.ranks;
     let mut max_steps = 0;
     let mut waiters: Vec<Vec<usize>> = vec![Vec::new(); tbs.len()];
     for (me, t) in res.tbs.iter().enumerate() {
@@ -262,15 +284,7 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
     for (t, w) in waiters.into_iter().enumerate() {
         tbs[t].waiters = w;
     }
-    Ok(Plan {
-        nranks: n,
-        c,
-        s_chunks,
-        tbs,
-        rank_tbs,
-        fifos,
-        max_steps,
-    })
+    Ok(max_steps)
 }
 
 #[cfg(test)]
