@@ -173,10 +173,12 @@ fn shared_subtree_cases() -> ProptestConfig {
     }
 }
 
-/// A shape random cases found: lowering it deadlocks (the verifier reports
-/// it; `compile` would skip the candidate). Kept as the open defect it is.
+/// A shape random cases found: its lowering deadlocks with MSCCL's
+/// two-message connection FIFOs, which lowering does not rule out
+/// (docs/architecture.md, "Lowering" step 3); the verifier reports it and
+/// `compile` skips such a candidate. Kept as the open defect it is.
 #[test]
-#[ignore = "open defect: lowering deadlocks on this shared-subtree shape"]
+#[ignore = "open defect: lowering does not rule out deadlock with two-slot FIFOs on this shape"]
 fn known_deadlocking_shape() {
     let alg = shared_subtrees(6, 3, vec![4038477151, 1869995955, 1190355273, 3958668043]);
     let opts = LowerOptions {
