@@ -451,3 +451,35 @@ fn parallel_entries_add_up_like_a_count() {
     let m = topo_json::parse(&mixed, "mixed.json").unwrap();
     assert_eq!(m.graph.edge_count(), a.graph.edge_count() + 2);
 }
+
+/// The same on shipped machines: DGX-1, DGX-2 and 4 × DGX-A100 written
+/// with one entry per physical link (no `count`) are the shipped files'
+/// machines — the same links and the same cut bound.
+#[test]
+fn shipped_machines_written_link_by_link_are_the_same() {
+    for file in ["dgx1-v100.json", "dgx2-v100.json", "dgx-a100x4.json"] {
+        let text = std::fs::read_to_string(dir().join(file)).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let mut links = Vec::new();
+        for l in v["links"].as_array().unwrap() {
+            let c = l.get("count").and_then(|c| c.as_u64()).unwrap_or(1);
+            let mut one = l.clone();
+            one.as_object_mut().unwrap().remove("count");
+            links.extend(std::iter::repeat_n(one, c as usize));
+        }
+        v["links"] = serde_json::Value::Array(links);
+        let split = topo_json::parse(&v.to_string(), file).unwrap();
+        let shipped = load(file);
+        assert_eq!(
+            split.graph.edge_count(),
+            shipped.graph.edge_count(),
+            "{file}"
+        );
+        let rs = rscc::ir::Collective::ReduceScatter;
+        assert_eq!(
+            rscc::bound::bandwidth_bound(&split, rs).unwrap().x_star,
+            rscc::bound::bandwidth_bound(&shipped, rs).unwrap().x_star,
+            "{file}"
+        );
+    }
+}

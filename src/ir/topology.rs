@@ -90,7 +90,7 @@ fn bundle_parallel_links(g: DiGraph<Node, Link>) -> DiGraph<Node, Link> {
     for e in g.edge_indices() {
         let k = key(e);
         match at.get(&k) {
-            Some(&m) => out[m].count += g[e].count,
+            Some(&m) => out[m].count = out[m].count.saturating_add(g[e].count),
             None => {
                 let (a, b) = g.edge_endpoints(e).expect("edge of this graph");
                 let m = out.add_edge(a, b, g[e].clone());
