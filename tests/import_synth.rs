@@ -86,28 +86,28 @@ fn imported_hosts_match_the_shipped_bound() {
 
 /// On machines whose GPUs relay for each other over uneven links (MI250X
 /// xGMI meshes, islands joined by PCIe), `auto`'s winner at 1 GiB — the
-/// per-edge flow LP on the MI250X mesh, the hierarchical schedule over the
-/// host's groups (`hier::groups`) on the islands — beats the ring by a wide
-/// margin. Figures from the simulator and the cut bound (docs/benchmarks.md
-/// "Imported machines"). The MI250X hive's ring is itself two cycles
-/// (four rings) packed over its xGMI pairs (63 % of the bound at 1 GiB;
-/// the greedy's single cycle gives 31.5 %), so flow's lead there is 1.21×,
-/// not 2.4×.
+/// tree packing on the MI250X mesh and on Rome's PCIe islands, the
+/// hierarchical schedule over the host's groups (`hier::groups`) on two
+/// xGMI hives — beats the ring by a wide margin. Figures from the
+/// simulator and the cut bound (docs/benchmarks.md "Imported machines").
+/// The MI250X hive's ring is itself two cycles (four rings) packed over
+/// its xGMI pairs (63 % of the bound at 1 GiB; the greedy's single cycle
+/// gives 31.5 %), so the packing's lead there is 1.28×, not 2.4×.
 #[test]
 fn synthesized_schedules_win_on_uneven_meshes() {
     use rscc::sim::{simulate, SimOptions};
     for (file, algo, min_bound_pct, min_x_ring) in [
         (
             "rccl-xml/rccl_topo_8p1h_MI250X-gfx90a_8GCD_1hive.xml",
-            Algo::Flow,
-            70.0,
-            1.15,
+            Algo::Pack,
+            85.0,
+            1.25,
         ),
         (
             "rccl-xml/rccl_topo_8p_rome_Vega20-gfx906_8GPU_Rome.xml",
-            Algo::Hier,
-            45.0,
-            3.0,
+            Algo::Pack,
+            80.0,
+            5.0,
         ),
         (
             "rocm-smi-topo/AMD-8GPU-64GiB_two-4GPU-xGMI-hives_showtopo_unattributed-test-fixture.txt",

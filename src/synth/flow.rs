@@ -39,9 +39,9 @@
 //! idle a quarter of the time at 1 GiB: relays waited on children queued
 //! behind other owners' messages.)
 
-use super::{mix, Candidate, Context, Offer, SynthError, Synthesizer};
+use super::{forest, mix, Candidate, Context, Offer, SynthError, Synthesizer};
 use crate::ir::msccl::MAX_CHANNELS;
-use crate::ir::{Algorithm, Spec, Topology, Transfer};
+use crate::ir::{Algorithm, Topology};
 use std::rc::Rc;
 
 /// The flow synthesizer.
@@ -128,15 +128,15 @@ pub struct FlowLp {
 
 /// Per pair of ranks: the route's links when it relays through no GPU, its
 /// bottleneck width, and every pair's route α.
-struct Routes {
-    n: usize,
-    links: FxHashMap<(usize, usize), Vec<usize>>,
+pub(super) struct Routes {
+    pub(super) n: usize,
+    pub(super) links: FxHashMap<(usize, usize), Vec<usize>>,
     width: FxHashMap<(usize, usize), f64>,
-    alpha: Vec<f64>,
+    pub(super) alpha: Vec<f64>,
 }
 
 impl Routes {
-    fn new(topo: &Topology) -> Routes {
+    pub(super) fn new(topo: &Topology) -> Routes {
         let n = topo.num_ranks();
         let mut links = FxHashMap::default();
         let mut width = FxHashMap::default();
@@ -327,13 +327,9 @@ impl FlowLp {
     /// plus one).
     fn build(&self, chunks: usize, lanes: usize) -> (Algorithm, usize) {
         let n = self.n;
-        let lanes = lanes.max(1);
-        let spec = Spec::reduce_scatter(n, chunks);
         // parent[i·n + u] for the owner at hand.
         let mut parent = vec![usize::MAX; chunks * n];
-        // (step, u, v, owner, first chunk, chunks) per class message.
-        let mut msgs: Vec<(usize, usize, usize, usize, usize, usize)> = Vec::new();
-        let mut height = vec![0usize; n];
+        let mut classes = Vec::new();
         for d in 0..n {
             let ord = &self.order[d];
             for &u in ord.iter().skip(1) {
@@ -359,87 +355,24 @@ impl FlowLp {
                 while b < chunks && same(b) {
                     b += 1;
                 }
-                // Heights: children come after their parent in `ord`.
-                height.iter_mut().for_each(|h| *h = 0);
-                for &u in ord.iter().skip(1).rev() {
-                    let p = parent[a * n + u];
-                    msgs.push((height[u], u, p, d, a, b - a));
-                    if p != d {
-                        height[p] = height[p].max(height[u] + 1);
-                    }
-                }
+                classes.push(forest::Class {
+                    owner: d,
+                    first: a,
+                    len: b - a,
+                    parent: parent[a * n..(a + 1) * n].to_vec(),
+                });
                 a = b;
             }
         }
-        // Owner d's trees run on channel d mod lanes; the k-th message of
-        // one (step, pair, channel) moves to sub-step k.
-        msgs.sort_unstable();
-        let mut sub: FxHashMap<(usize, usize, usize, usize), usize> = FxHashMap::default();
-        let subs: Vec<usize> = msgs
-            .iter()
-            .map(|&(step, u, v, d, ..)| {
-                let k = sub.entry((step, u, v, d % lanes)).or_insert(0);
-                *k += 1;
-                *k - 1
-            })
-            .collect();
-        let per_step = subs.iter().copied().max().unwrap_or(0) + 1;
-        let mut transfers = Vec::with_capacity(chunks * n * n.saturating_sub(1));
-        for (&(step, u, v, d, first, len), &k) in msgs.iter().zip(&subs) {
-            for c in first..first + len {
-                transfers.push(Transfer {
-                    step: step * per_step + k,
-                    chunk: d * chunks + c,
-                    src: u,
-                    dst: v,
-                    channel: d % lanes,
-                });
-            }
-        }
-        let levels = msgs.iter().map(|m| m.0 + 1).max().unwrap_or(0);
-        (
-            Algorithm {
-                name: format!("flow{lanes}"),
-                spec,
-                transfers,
-            },
-            levels,
-        )
+        forest::algorithm("flow", n, chunks, &classes, lanes)
     }
 
-    /// The chunk count ≤ 16 with the least estimated large-message time:
-    /// the rounded schedule's max link load times the pipeline fill of
-    /// MSCCL's per-tile store-and-forward, (tiles + levels − 1) / tiles, at
-    /// a 1 GiB message with the simulator's 2 MiB tiles. More chunks round
-    /// the fractions closer to the LP but make each chunk fewer tiles, so
-    /// deep trees fill longer (16-GCD MI250 VM, levels 10: the closest
-    /// rounding, 9 chunks, simulates at 35.5 % of the bound; this choice, 2
-    /// chunks, at 38.3 %).
+    /// The chunk count ≤ 16 with the least estimated large-message time
+    /// ([`forest::chunk_count`]).
     pub fn chunk_count(&self, topo: &Topology) -> usize {
-        let tile = crate::ir::msccl::SIMPLE_TILE_BYTES as f64;
-        let shard = (REFERENCE_BYTES / self.n.max(1) as u64) as f64;
-        let mut best = (f64::INFINITY, 1);
-        for c in 1..=FLOW_MAX_CHUNKS {
-            let (a, levels) = self.build(c, 1);
-            let Ok(loads) = mix::link_loads(topo, &a) else {
-                continue;
-            };
-            let u = loads
-                .iter()
-                .map(|(&e, &l)| l / topo.graph[petgraph::graph::EdgeIndex::new(e)].capacity_gbps())
-                .fold(0.0, f64::max);
-            let tiles = (shard / c as f64 / tile).ceil().max(1.0);
-            let est = u * (tiles + levels as f64 - 1.0) / tiles;
-            if est < best.0 * (1.0 - 1e-9) {
-                best = (est, c);
-            }
-        }
-        best.1
+        forest::chunk_count(topo, FLOW_MAX_CHUNKS, |c| self.build(c, 1))
     }
 }
-
-/// The message size `FlowLp::chunk_count` optimises for.
-const REFERENCE_BYTES: u64 = 1 << 30;
 
 #[cfg(test)]
 mod tests {

@@ -15,9 +15,11 @@
 
 pub mod direct;
 pub mod flow;
+pub mod forest;
 pub mod gap;
 pub mod hier;
 pub mod mix;
+pub mod pack;
 pub mod ring;
 pub mod sccl;
 pub mod tree;
@@ -38,19 +40,21 @@ pub enum Algo {
     Hier,
     Mix,
     Flow,
+    Pack,
     Sccl,
     Gap,
 }
 
 /// Every synthesizer, in the order `auto` compiles them (the ring first:
 /// it is the baseline and always applies).
-pub const REGISTRY: [(Algo, &dyn Synthesizer); 8] = [
+pub const REGISTRY: [(Algo, &dyn Synthesizer); 9] = [
     (Algo::Ring, &ring::Ring),
     (Algo::Direct, &direct::Direct),
     (Algo::Tree, &tree::Tree),
     (Algo::Hier, &hier::Hier),
     (Algo::Mix, &mix::Mix),
     (Algo::Flow, &flow::Flow),
+    (Algo::Pack, &pack::Pack),
     (Algo::Sccl, &sccl::Sccl),
     (Algo::Gap, &gap::GapSynth),
 ];

@@ -1,0 +1,458 @@
+//! The tree-packing LP, solved by column generation.
+//!
+//! Columns are reduction in-trees: for owner d, a tree over the ranks
+//! rooted at d whose every edge u → v is a route that relays through no
+//! GPU (GPUs relay by being inner nodes of the tree, where they also add
+//! their own contribution). A tree carries one unit of d's shard over each
+//! of its edges, so it loads link e once per edge whose route crosses e.
+//! The master LP
+//!
+//! ```text
+//! minimise t + 10⁻⁴ · Σ_T w_T · tie(T)      (capacities in units of the widest link)
+//! subject to  Σ_{T of d} w_T = 1                   for every owner d      (dual μ_d)
+//!             Σ_T w_T · load_T(e) ≤ t · c_e        for every link e       (dual −π_e)
+//! ```
+//!
+//! over the trees found so far is solved with HiGHS; its duals price every
+//! edge u → v at Σ_{e on its route} π_e (plus the tie-break), and the
+//! cheapest in-tree per owner is a minimum spanning arborescence
+//! ([`super::arborescence`]). A tree cheaper than μ_d improves the master;
+//! when no owner has one the master is optimal over *all* trees.
+//!
+//! Any prices π ≥ 0 with Σ π_e c_e = 1 certify a lower bound (weak
+//! duality): a packing of utilisation t has t = t · Σ π_e c_e ≥ Σ_e π_e
+//! load(e) = Σ_d Σ_T w_T cost_π(T) ≥ Σ_d min_T cost_π(T). [`Packing::lower`]
+//! is that bound at the final prices, computed without the tie-break, so
+//! it holds even when the loop stops early.
+//!
+//! The tie-break `tie(T)` = Σ over T's edges of [v ≠ d] + α(u→v)/α_max
+//! prefers, among optimal packings, trees that send straight to the owner
+//! and over short routes (relays cost store-and-forward and a second α
+//! that the LP does not see), as the flow LP does.
+
+use super::super::flow::Routes;
+use super::arborescence::min_out_arborescence;
+use crate::ir::Topology;
+use good_lp::solvers::highs::highs;
+use good_lp::solvers::{DualValues, SolutionWithDual};
+use good_lp::{constraint, variable, Expression, ProblemVariables, Solution, SolverModel};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::time::Instant;
+
+/// Most master solves before the loop stops (it converges in a few dozen
+/// on every input measured; the bound stays valid either way).
+const MAX_ROUNDS: usize = 400;
+
+/// Weight of the tie-break in the master (whose capacities are in units of
+/// the widest link, so t is of order one).
+const TIE: f64 = 1e-4;
+
+/// Most moves of an integral packing's local search.
+const LOCAL_MOVES: usize = 2000;
+
+/// The optimal fractional packing found.
+#[derive(Debug, Clone)]
+pub struct Packing {
+    pub n: usize,
+    /// Per owner: its trees (`parent[u]` for every rank u ≠ owner) and
+    /// their weights, which sum to 1.
+    pub trees: Vec<Vec<(Vec<usize>, f64)>>,
+    /// The packing's max link utilisation per unit of shard: t · (S/N) is
+    /// its large-message time, comparable with the cut bound x* · (S/N).
+    pub t: f64,
+    /// A lower bound on t over every fractional packing of reduction trees
+    /// on single GPU-free routes (weak duality at the final prices).
+    pub lower: f64,
+    /// Master LPs solved.
+    pub rounds: usize,
+    /// Every tree pricing found (the integral packings choose among them).
+    pool: Vec<Column>,
+    /// Per link row: capacity, GB/s.
+    cap: Vec<f64>,
+}
+
+/// An integral packing: per owner, trees and how many of its chunks each
+/// carries.
+#[derive(Debug, Clone)]
+pub struct Integral {
+    pub chunks: usize,
+    pub trees: Vec<Vec<(Vec<usize>, usize)>>,
+    /// Max link utilisation per unit of shard (as [`Packing::t`]).
+    pub u: f64,
+}
+
+/// A tree found by pricing.
+#[derive(Debug, Clone)]
+struct Column {
+    owner: usize,
+    parent: Vec<usize>,
+    /// (link row, edges of the tree crossing it).
+    load: Vec<(usize, f64)>,
+    tie: f64,
+}
+
+/// The problem: GPU-free edges, their routes' links as LP rows.
+struct Net {
+    n: usize,
+    /// (u, v): u may send to v.
+    arcs: Vec<(usize, usize)>,
+    /// Per arc: the rows of the links its route crosses.
+    rows: Vec<Vec<usize>>,
+    /// Per row: link capacity, GB/s.
+    cap: Vec<f64>,
+    /// Per arc: α(u→v) / α_max.
+    alpha: Vec<f64>,
+}
+
+impl Net {
+    fn new(topo: &Topology) -> Result<Net, String> {
+        let r = Routes::new(topo);
+        let mut arcs: Vec<(usize, usize)> = r.links.keys().copied().collect();
+        arcs.sort_unstable();
+        let alpha_max = r
+            .alpha
+            .iter()
+            .copied()
+            .filter(|a| a.is_finite())
+            .fold(1e-9, f64::max);
+        let mut row_of: FxHashMap<usize, usize> = FxHashMap::default();
+        let mut cap = Vec::new();
+        let mut rows = Vec::with_capacity(arcs.len());
+        for &(u, v) in &arcs {
+            let mut rs = Vec::new();
+            for &e in &r.links[&(u, v)] {
+                let row = *row_of.entry(e).or_insert_with(|| {
+                    cap.push(topo.graph[petgraph::graph::EdgeIndex::new(e)].capacity_gbps());
+                    cap.len() - 1
+                });
+                rs.push(row);
+            }
+            rows.push(rs);
+        }
+        if let Some(i) = cap.iter().position(|&c| !(c > 0.0 && c.is_finite())) {
+            return Err(format!(
+                "pack: a link on a route has capacity {} GB/s",
+                cap[i]
+            ));
+        }
+        let alpha = arcs
+            .iter()
+            .map(|&(u, v)| r.alpha[u * r.n + v] / alpha_max)
+            .collect();
+        Ok(Net {
+            n: r.n,
+            arcs,
+            rows,
+            cap,
+            alpha,
+        })
+    }
+
+    /// The cheapest in-tree rooted at `d` when link row i costs `price[i]`
+    /// per unit (plus `tie_weight` times the tie-break), as a column, and
+    /// its price-only cost.
+    fn cheapest(&self, d: usize, price: &[f64], tie_weight: f64) -> Result<(Column, f64), String> {
+        let arc_cost = |a: usize| -> f64 { self.rows[a].iter().map(|&r| price[r]).sum() };
+        let tie = |a: usize| -> f64 {
+            let (_, v) = self.arcs[a];
+            (if v == d { 0.0 } else { 1.0 }) + self.alpha[a]
+        };
+        // Out-arborescence on the reversed edges: v → u for u sends to v.
+        let rev: Vec<(usize, usize, f64)> = (0..self.arcs.len())
+            .map(|a| {
+                let (u, v) = self.arcs[a];
+                (v, u, arc_cost(a) + tie_weight * tie(a))
+            })
+            .collect();
+        let entering = min_out_arborescence(self.n, d, &rev).ok_or_else(|| {
+            format!("pack: some rank has no chain of GPU-free routes towards rank {d}")
+        })?;
+        let mut parent = vec![usize::MAX; self.n];
+        let mut load: FxHashMap<usize, f64> = FxHashMap::default();
+        let (mut cost, mut t) = (0.0, 0.0);
+        for u in (0..self.n).filter(|&u| u != d) {
+            let a = self
+                .arcs
+                .binary_search(&(u, rev[entering[u]].0))
+                .expect("an arc");
+            parent[u] = self.arcs[a].1;
+            cost += arc_cost(a);
+            t += tie(a);
+            for &r in &self.rows[a] {
+                *load.entry(r).or_default() += 1.0;
+            }
+        }
+        let mut load: Vec<(usize, f64)> = load.into_iter().collect();
+        load.sort_unstable_by_key(|x| x.0);
+        Ok((
+            Column {
+                owner: d,
+                parent,
+                load,
+                tie: t,
+            },
+            cost,
+        ))
+    }
+}
+
+/// Solve the packing LP on `topo`. Err when some rank cannot reach an
+/// owner over GPU-free routes, a routed link has no capacity, or the
+/// solver fails.
+pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Packing, String> {
+    let net = Net::new(topo)?;
+    let n = net.n;
+    let start = Instant::now();
+    // First trees: every link costs its transfer time per unit.
+    let inv: Vec<f64> = net.cap.iter().map(|c| 1.0 / c).collect();
+    let mut cols = Vec::new();
+    let mut seen: FxHashSet<(usize, Vec<usize>)> = FxHashSet::default();
+    for d in 0..n {
+        let (c, _) = net.cheapest(
+            d,
+            &inv,
+            1e-6 / net.cap.iter().fold(0.0, |a: f64, &b| a.max(b)),
+        )?;
+        seen.insert((d, c.parent.clone()));
+        cols.push(c);
+    }
+    let mut rounds = 0;
+    loop {
+        let (weights, pi, mu) = master(&net, &cols, time_limit_s, seed)?;
+        rounds += 1;
+        let mut added = false;
+        if rounds < MAX_ROUNDS && start.elapsed().as_secs_f64() < time_limit_s {
+            for (d, &m) in mu.iter().enumerate() {
+                let (c, cost) = net.cheapest(d, &pi, TIE)?;
+                let reduced = cost + TIE * c.tie - m;
+                if reduced < -1e-9 - 1e-7 * m.abs() && seen.insert((d, c.parent.clone())) {
+                    cols.push(c);
+                    added = true;
+                }
+            }
+        }
+        if !added {
+            return Ok(Packing {
+                rounds,
+                ..finish(&net, &cols, &weights, &pi)
+            });
+        }
+    }
+}
+
+/// The master's answer: per column its weight, per link row its price π,
+/// per owner its dual μ.
+type Master = (Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// Solve the master over `cols`.
+fn master(net: &Net, cols: &[Column], time_limit_s: f64, seed: u32) -> Result<Master, String> {
+    // Capacities in units of the widest link, so that t and the duals are
+    // of order one, well above the solver's tolerances.
+    let unit = net.cap.iter().copied().fold(0.0, f64::max);
+    let mut vars = ProblemVariables::new();
+    let t = vars.add(variable().min(0.0));
+    let w: Vec<_> = cols.iter().map(|_| vars.add(variable().min(0.0))).collect();
+    let mut objective = Expression::from(t);
+    let mut sums = vec![Expression::from(0.0); net.n];
+    let mut loads = vec![Expression::from(0.0); net.cap.len()];
+    for (c, &x) in cols.iter().zip(&w) {
+        objective += x * (TIE * c.tie);
+        sums[c.owner] += x;
+        for &(r, l) in &c.load {
+            loads[r] += x * l;
+        }
+    }
+    let mut model =
+        super::super::highs_options(vars.minimise(objective).using(highs), time_limit_s, seed);
+    let owner_rows: Vec<_> = sums
+        .into_iter()
+        .map(|s| model.add_constraint(constraint!(s == 1.0)))
+        .collect();
+    let link_rows: Vec<_> = loads
+        .into_iter()
+        .zip(&net.cap)
+        .map(|(l, &c)| model.add_constraint(constraint!(l <= t * (c / unit))))
+        .collect();
+    let mut sol = model
+        .solve()
+        .map_err(|e| format!("the packing LP failed: {e}"))?;
+    let weights = w.iter().map(|&x| sol.value(x).max(0.0)).collect();
+    let duals = sol.compute_dual();
+    let pi = link_rows
+        .into_iter()
+        .map(|r| (-duals.dual(r)).max(0.0))
+        .collect();
+    let mu = owner_rows.into_iter().map(|r| duals.dual(r)).collect();
+    Ok((weights, pi, mu))
+}
+
+/// The packing of the master's weights, its utilisation, and the bound
+/// the final prices certify.
+fn finish(net: &Net, cols: &[Column], weights: &[f64], pi: &[f64]) -> Packing {
+    let n = net.n;
+    let mut trees = vec![Vec::new(); n];
+    let mut load = vec![0.0; net.cap.len()];
+    let mut total = vec![0.0; n];
+    for (c, &w) in cols.iter().zip(weights) {
+        total[c.owner] += w;
+    }
+    for (c, &w) in cols.iter().zip(weights) {
+        if w > 1e-9 {
+            let w = w / total[c.owner];
+            trees[c.owner].push((c.parent.clone(), w));
+            for &(r, l) in &c.load {
+                load[r] += w * l;
+            }
+        }
+    }
+    let t = load
+        .iter()
+        .zip(&net.cap)
+        .map(|(l, c)| l / c)
+        .fold(0.0, f64::max);
+    // Weak duality at the final prices, scaled so that Σ π c = 1.
+    let scale: f64 = pi.iter().zip(&net.cap).map(|(p, c)| p * c).sum();
+    let lower = if scale > 0.0 {
+        let p: Vec<f64> = pi.iter().map(|x| x / scale).collect();
+        (0..n)
+            .map(|d| net.cheapest(d, &p, 0.0).map(|x| x.1).unwrap_or(0.0))
+            .sum()
+    } else {
+        0.0
+    };
+    Packing {
+        n,
+        trees,
+        t,
+        lower: lower.min(t),
+        rounds: 0,
+        pool: cols.to_vec(),
+        cap: net.cap.clone(),
+    }
+}
+
+impl Packing {
+    /// The largest-remainder rounding of the LP's weights to `chunks`
+    /// whole chunks per owner.
+    pub fn rounding(&self, chunks: usize) -> Integral {
+        self.integral_from(chunks, &self.rounded(chunks))
+    }
+
+    /// A packing in which every owner sends `chunks` whole chunks, each
+    /// along one tree of the pool, found by local search from the
+    /// rounding: while it helps, move one chunk of some owner from a tree
+    /// crossing the busiest link to another of its trees, the move that
+    /// lowers (max utilisation, Σ utilisation²) most. None when no move
+    /// improves on the rounding. Deterministic.
+    pub fn integral(&self, chunks: usize) -> Option<Integral> {
+        let mut y = self.rounded(chunks);
+        let util = |load: &[f64]| -> (f64, f64) {
+            load.iter()
+                .zip(&self.cap)
+                .fold((0.0, 0.0), |(m, q), (l, c)| {
+                    let u = l / c;
+                    (f64::max(m, u), q + u * u)
+                })
+        };
+        let mut load = vec![0.0; self.cap.len()];
+        for (c, &k) in self.pool.iter().zip(&y) {
+            for &(r, l) in &c.load {
+                load[r] += l * k as f64;
+            }
+        }
+        let by_owner: Vec<Vec<usize>> = (0..self.n)
+            .map(|d| {
+                (0..self.pool.len())
+                    .filter(|&k| self.pool[k].owner == d)
+                    .collect()
+            })
+            .collect();
+        let mut moved = false;
+        for _ in 0..LOCAL_MOVES {
+            let now = util(&load);
+            let hot = (0..load.len())
+                .max_by(|&a, &b| {
+                    (load[a] / self.cap[a])
+                        .total_cmp(&(load[b] / self.cap[b]))
+                        .then(b.cmp(&a))
+                })
+                .expect("a link");
+            let on_hot = |k: usize| self.pool[k].load.iter().any(|&(r, _)| r == hot);
+            let mut best: Option<((f64, f64), usize, usize)> = None;
+            for cols in &by_owner {
+                for &i in cols.iter().filter(|&&i| y[i] > 0 && on_hot(i)) {
+                    for &j in cols.iter().filter(|&&j| j != i) {
+                        let mut trial = load.clone();
+                        for &(r, l) in &self.pool[i].load {
+                            trial[r] -= l;
+                        }
+                        for &(r, l) in &self.pool[j].load {
+                            trial[r] += l;
+                        }
+                        let v = util(&trial);
+                        let better = |a: (f64, f64), b: (f64, f64)| {
+                            a.0 < b.0 * (1.0 - 1e-12)
+                                || (a.0 <= b.0 * (1.0 + 1e-12) && a.1 < b.1 * (1.0 - 1e-12))
+                        };
+                        if better(v, now) && best.as_ref().is_none_or(|b| better(v, b.0)) {
+                            best = Some((v, i, j));
+                        }
+                    }
+                }
+            }
+            let Some((_, i, j)) = best else { break };
+            y[i] -= 1;
+            y[j] += 1;
+            for &(r, l) in &self.pool[i].load {
+                load[r] -= l;
+            }
+            for &(r, l) in &self.pool[j].load {
+                load[r] += l;
+            }
+            moved = true;
+        }
+        moved.then(|| self.integral_from(chunks, &y))
+    }
+
+    /// Per pool column: chunks by largest remainder of the LP weights.
+    fn rounded(&self, chunks: usize) -> Vec<usize> {
+        let mut y = vec![0; self.pool.len()];
+        for d in 0..self.n {
+            let cols: Vec<usize> = (0..self.pool.len())
+                .filter(|&k| self.pool[k].owner == d)
+                .collect();
+            let w: Vec<f64> = cols
+                .iter()
+                .map(|&k| {
+                    self.trees[d]
+                        .iter()
+                        .find(|t| t.0 == self.pool[k].parent)
+                        .map_or(0.0, |t| t.1)
+                })
+                .collect();
+            for (&k, c) in cols.iter().zip(super::super::mix::round(&w, chunks)) {
+                y[k] = c;
+            }
+        }
+        y
+    }
+
+    fn integral_from(&self, chunks: usize, y: &[usize]) -> Integral {
+        let mut trees = vec![Vec::new(); self.n];
+        let mut load = vec![0.0; self.cap.len()];
+        for (c, &k) in self.pool.iter().zip(y) {
+            if k > 0 {
+                trees[c.owner].push((c.parent.clone(), k));
+                for &(r, l) in &c.load {
+                    load[r] += l * k as f64;
+                }
+            }
+        }
+        let u = load
+            .iter()
+            .zip(&self.cap)
+            .map(|(l, c)| l / c / chunks as f64)
+            .fold(0.0, f64::max);
+        Integral { chunks, trees, u }
+    }
+}

@@ -1,0 +1,258 @@
+//! Tree packing: the reduction trees of every owner that load the
+//! topology's links least, found by column generation over all
+//! single-route in-trees ([`lp`]), rounded to chunks and built by
+//! [`super::forest`].
+//!
+//! Its LP optimum is the best any schedule of reduction trees over rscc's
+//! routes can reach at large sizes: it has no per-owner order (unlike
+//! `flow`) and no fixed families (unlike `mix`), GPUs relay as inner tree
+//! nodes, and switches only route. Where the cut bound x* counts several
+//! paths between one pair of GPUs that single routes cannot use, the
+//! LP's certified lower bound ([`lp::Packing::lower`]) is the tighter
+//! yardstick (docs/cost-model.md).
+
+pub mod arborescence;
+pub mod lp;
+
+use super::{
+    forest, Budget, Candidate, Context, Offer, Score, Search, Searched, Stop, SynthError,
+    Synthesizer,
+};
+use crate::ir::msccl::{MAX_CHANNELS, MAX_CHUNKS_PER_LOOP};
+use crate::ir::Algorithm;
+pub use lp::{Integral, Packing};
+use std::rc::Rc;
+
+/// The packing synthesizer.
+pub struct Pack;
+
+/// Most ranks `pack` is offered for: each round prices N arborescences
+/// over up to N² edges.
+pub const PACK_MAX_RANKS: usize = 64;
+
+/// Largest chunk count per shard tried when rounding.
+const PACK_MAX_CHUNKS: usize = 16;
+
+/// A request's packing, solved once.
+struct Solved(Result<Rc<Packing>, String>);
+
+/// The request's packing LP (shared with every stage that asks).
+pub fn packing(ctx: &Context) -> Result<Rc<Packing>, SynthError> {
+    let n = ctx.ranks();
+    if n > PACK_MAX_RANKS {
+        return Err(SynthError::not_offered(
+            "pack",
+            format!("{n} ranks (offered up to {PACK_MAX_RANKS})"),
+        ));
+    }
+    if n < 2 {
+        return Err(SynthError::not_offered("pack", "fewer than two ranks"));
+    }
+    ctx.shared(|c| Solved(lp::solve(c.topo, c.opts.time_limit_s, c.opts.seed).map(Rc::new)))
+        .0
+        .clone()
+        .map_err(|e| SynthError::failed("pack", e))
+}
+
+impl Synthesizer for Pack {
+    fn name(&self) -> &'static str {
+        "pack"
+    }
+    fn summary(&self) -> &'static str {
+        "tree-packing LP by column generation (bandwidth-optimal over single-route reduction trees)"
+    }
+    fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
+        let p = packing(ctx)?;
+        let most = PACK_MAX_CHUNKS.min(MAX_CHUNKS_PER_LOOP / p.n.max(1)).max(1);
+        let counts: Vec<usize> = match ctx.opts.chunks {
+            Some(c) => vec![c],
+            None => (1..=most).collect(),
+        };
+        Ok(Offer {
+            search: Some(Box::new(PackSearch {
+                plans: plans(ctx, &p, &counts),
+                lanes: ctx.ranks().min(MAX_CHANNELS),
+            })),
+            ..Offer::default()
+        })
+    }
+}
+
+/// Message size the packings are scored at: large, where bandwidth decides.
+pub const PACK_SIZE: u64 = 1 << 30;
+
+/// How much faster at [`PACK_SIZE`] a plan with more chunks must be than
+/// one with fewer (a smaller gain is tile rounding, not bandwidth, and
+/// more chunks cost steps and pipeline fill at medium sizes).
+const PACK_GAIN: f64 = 0.005;
+
+/// Largest chunk count whose local search is tried (more chunks fill
+/// longer, so they rarely win).
+const SEARCH_MAX_CHUNKS: usize = 8;
+
+/// Program steps the scoring may lower in all before it stops (about a
+/// second on two cores).
+const PACK_WORK: usize = 40_000;
+
+/// The integral packings worth scoring, fewest chunks first (then best
+/// [`forest::estimate`]):
+/// per chunk count its rounding, and its local search
+/// ([`Packing::integral`]) up to [`SEARCH_MAX_CHUNKS`] chunks (any count
+/// asked for by `--chunks`) where the rounding is more than 0.1 % above the
+/// LP.
+fn plans(ctx: &Context, p: &Packing, counts: &[usize]) -> Vec<Rc<Integral>> {
+    let mut out: Vec<(f64, Rc<Integral>)> = Vec::new();
+    let mut add = |i: Integral| {
+        let (a, levels) = i.build(1);
+        let est = forest::estimate(ctx.topo, &a, levels).unwrap_or(f64::INFINITY);
+        out.push((est, Rc::new(i)));
+    };
+    for &c in counts {
+        let r = p.rounding(c);
+        let slow = r.u > p.t * (1.0 + 1e-3);
+        add(r);
+        if slow && (c <= SEARCH_MAX_CHUNKS || counts.len() == 1) {
+            if let Some(m) = p.integral(c) {
+                add(m);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.1.chunks.cmp(&b.1.chunks).then(a.0.total_cmp(&b.0)));
+    out.into_iter().map(|x| x.1).collect()
+}
+
+/// Scores each plan at [`PACK_SIZE`] in the simulator and keeps the fastest.
+struct PackSearch {
+    plans: Vec<Rc<Integral>>,
+    lanes: usize,
+}
+
+impl Search for PackSearch {
+    fn score_size(&self) -> u64 {
+        PACK_SIZE
+    }
+    fn budget(&self) -> Budget {
+        Budget {
+            evals: self.plans.len(),
+            steps: PACK_WORK,
+        }
+    }
+    /// The fastest plan on one channel per owner, then on half as many
+    /// channels, and so on (the driver keeps the first that fits). A plan
+    /// with more chunks must be [`PACK_GAIN`] faster to be preferred.
+    fn run(self: Box<Self>, stop: &Stop, score: &Score) -> Searched {
+        // (over the limits, time): plans within them first, then fastest.
+        let mut best: Option<((f64, f64), usize)> = None;
+        let better = |a: (f64, f64), b: (f64, f64)| {
+            a.0 < b.0 || (a.0 == b.0 && a.1 < b.1 * (1.0 - PACK_GAIN))
+        };
+        for (k, plan) in self.plans.iter().enumerate() {
+            if k > 0 && stop(k) {
+                break;
+            }
+            let key = match score(&plan.build(self.lanes).0) {
+                Ok(ends) => (0.0, ends.iter().copied().fold(0.0, f64::max)),
+                Err(excess) => (excess, 0.0),
+            };
+            if best.as_ref().is_none_or(|b| better(key, b.0)) {
+                best = Some((key, k));
+            }
+        }
+        let plan = self.plans[best.map_or(0, |b| b.1)].clone();
+        let mut lanes = vec![self.lanes];
+        while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
+            lanes.push(l / 2);
+        }
+        Searched {
+            candidates: lanes
+                .into_iter()
+                .map(|l| {
+                    let plan = plan.clone();
+                    Box::new(move || plan.build(l).0) as Candidate
+                })
+                .collect(),
+            extras: Vec::new(),
+        }
+    }
+}
+
+impl Integral {
+    /// The Algorithm on at most `lanes` channels, each tree's chunks one
+    /// class, and its levels.
+    pub fn build(&self, lanes: usize) -> (Algorithm, usize) {
+        let mut classes = Vec::new();
+        for (d, trees) in self.trees.iter().enumerate() {
+            let mut first = 0;
+            for (parent, len) in trees {
+                classes.push(forest::Class {
+                    owner: d,
+                    first,
+                    len: *len,
+                    parent: parent.clone(),
+                });
+                first += len;
+            }
+        }
+        forest::algorithm("pack", self.trees.len(), self.chunks, &classes, lanes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bound::bandwidth_bound;
+    use crate::front::generate::{generate, GenParams};
+    use crate::ir::Collective;
+
+    /// The packing is never below the cut bound, its certified bound never
+    /// above the packing, and every rounding builds valid trees.
+    #[test]
+    fn between_its_certificate_and_above_the_cut_bound() {
+        for name in ["dgx1-v100", "switch", "dgx2-v100", "mi300x", "line", "ring"] {
+            let topo = generate(name, &GenParams::default()).unwrap();
+            let p = lp::solve(&topo, 10.0, 0).unwrap();
+            let x = bandwidth_bound(&topo, Collective::ReduceScatter)
+                .unwrap()
+                .x_star_f64();
+            assert!(p.t >= x * (1.0 - 1e-6), "{name}: {} < x* {x}", p.t);
+            assert!(p.lower <= p.t * (1.0 + 1e-9), "{name}");
+            assert!(
+                p.lower >= x * (1.0 - 1e-4),
+                "{name}: certificate {} below x* {x}",
+                p.lower
+            );
+            for c in [1, 3, 7] {
+                for lanes in [1, 4, topo.num_ranks()] {
+                    let a = p
+                        .integral(c)
+                        .unwrap_or_else(|| p.rounding(c))
+                        .build(lanes)
+                        .0;
+                    a.check()
+                        .unwrap_or_else(|e| panic!("{name} c{c} l{lanes}: {e}"));
+                    assert!(a.num_channels() <= lanes);
+                }
+            }
+        }
+    }
+
+    /// Where single routes can carry the cut bound the packing reaches it;
+    /// on DGX-1 that needs GPUs relaying inside the trees, which the flow
+    /// LP's per-owner orders do not allow (it stays at 1.07 x*).
+    #[test]
+    fn reaches_the_cut_bound_where_routes_allow() {
+        for name in ["dgx1-v100", "dgx-h100", "ring", "dgx2-v100"] {
+            let topo = generate(name, &GenParams::default()).unwrap();
+            let p = lp::solve(&topo, 10.0, 0).unwrap();
+            let x = bandwidth_bound(&topo, Collective::ReduceScatter)
+                .unwrap()
+                .x_star_f64();
+            assert!((p.t / x - 1.0).abs() < 1e-6, "{name}: {} vs x* {x}", p.t);
+            assert!(
+                (p.lower / x - 1.0).abs() < 1e-4,
+                "{name}: {} vs x* {x}",
+                p.lower
+            );
+        }
+    }
+}
