@@ -35,7 +35,7 @@ pub enum TopoCmd {
 #[derive(Args, Debug)]
 #[command(
     allow_negative_numbers = true,
-    after_help = "Examples:\n  rscc topo generate ring --gpus 16 --bw 50\n  rscc topo generate dgx-a100 --hosts 4 -o dgx-a100x4.json\n  rscc topo generate mi300x --nics true\n\n\
+    after_help = "Examples:\n  rscc topo generate ring --gpus 16 --bw 50\n  rscc topo generate dgx-a100 --hosts 4 -o dgx-a100x4.json\n  rscc topo generate mi300x --nics true\n  rscc topo generate random --seed 7\n\n\
 --bw is the kind's per-link bandwidth (GB/s per direction): per link for ring, line, fully-connected, \
 dgx1-v100, mi300x and cpu-shm; per NVLink for dgx2-v100, dgx-a100 and dgx-h100 (the GPU's switch port \
 is its NVLink count times this); per GPU port for switch. --alpha is the α of those links (µs).\n\
@@ -69,6 +69,9 @@ pub struct GenerateArgs {
     /// SM count of every GPU (generic kinds: ring, line, fully-connected, switch).
     #[arg(long, value_name = "N")]
     pub sms: Option<u32>,
+    /// Seed of `random`: the fabric's shape, counts and rates.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Write to FILE instead of stdout.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -105,6 +108,7 @@ fn run_generate(a: GenerateArgs) -> CliResult {
         nic_gbps: a.nic_bw,
         ib_alpha_us: a.ib_alpha,
         sms: a.sms,
+        seed: a.seed,
     };
     let t = generate(&a.kind, &params).map_err(CliError::input)?;
     topo_json::validate(&t).map_err(|e| CliError::input(format!("generated {}: {e}", a.kind)))?;

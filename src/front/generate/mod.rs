@@ -13,6 +13,7 @@
 mod amd_cpu;
 mod generic;
 mod nvidia;
+pub mod random;
 
 pub use amd_cpu::{cpu_shm, mi300x};
 pub use generic::{fully_connected, line, ring, switch};
@@ -34,6 +35,7 @@ pub const KINDS: &[&str] = &[
     "dgx-h100",
     "mi300x",
     "cpu-shm",
+    "random",
 ];
 
 /// Largest number of ranks a generator builds (keeps graphs and the
@@ -62,6 +64,8 @@ pub struct GenParams {
     pub ib_alpha_us: Option<f64>,
     /// SM count stamped on every GPU (generic kinds only; default none).
     pub sms: Option<u32>,
+    /// The seed of `random` (default 0).
+    pub seed: Option<u64>,
 }
 
 use crate::ir::hardware::ALPHA_NET_US as IB_ALPHA_US;
@@ -79,6 +83,7 @@ pub fn generate(kind: &str, p: &GenParams) -> Result<Topology, String> {
         "dgx-h100" => dgx_h100(p),
         "mi300x" => mi300x(p),
         "cpu-shm" => cpu_shm(p),
+        "random" => random::random(p),
         _ => Err(format!(
             "unknown topology kind \"{kind}\" (known: {})",
             KINDS.join(", ")
