@@ -3,7 +3,8 @@
 # K in 0 .. COUNT-1 (default 200), then `rscc synth -o DIR/` with each
 # binary given (default target/release/rscc), side by side. Prints the
 # distribution of the `bound%` column at 1 MiB, 16 MiB and 1 GiB per
-# binary, the worst fabrics, and writes JSON.
+# binary, the worst fabrics, and writes JSON. The last binary generates
+# the fabrics (older ones may not have `random`).
 #
 #   COUNT=200 bench/fabrics.sh [OUT.json] [RSCC_BIN ...]
 #
@@ -19,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$(dirname "$out")"
 : > "$tmp/rows"
 for ((k = 0; k < count; k++)); do
-  "${bins[0]}" topo generate random --seed "$k" -o "$tmp/t.json" 2> /dev/null
+  "${bins[-1]}" topo generate random --seed "$k" -o "$tmp/t.json" 2> /dev/null
   shape=$(grep -o 'shape [a-z]*' "$tmp/t.json" | head -1 | cut -d' ' -f2)
   ranks=$(grep -c '"kind": "gpu"' "$tmp/t.json" || true)
   for b in "${bins[@]}"; do
