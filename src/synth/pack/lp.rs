@@ -102,6 +102,9 @@ struct Net {
     cap: Vec<f64>,
     /// Per arc: α(u→v) / α_max.
     alpha: Vec<f64>,
+    /// Layered trees only: per owner, every rank's hops to it over the
+    /// GPU-free edges; an edge must lead strictly closer.
+    hops: Option<Vec<Vec<usize>>>,
 }
 
 impl Net {
@@ -145,7 +148,30 @@ impl Net {
             rows,
             cap,
             alpha,
+            hops: None,
         })
+    }
+
+    /// Hops from every rank to every owner over the GPU-free edges.
+    fn hop_counts(&self) -> Vec<Vec<usize>> {
+        (0..self.n)
+            .map(|d| {
+                let mut dist = vec![usize::MAX; self.n];
+                dist[d] = 0;
+                let mut frontier = vec![d];
+                while !frontier.is_empty() {
+                    let mut next = Vec::new();
+                    for &(u, v) in &self.arcs {
+                        if dist[u] == usize::MAX && frontier.contains(&v) {
+                            dist[u] = dist[v] + 1;
+                            next.push(u);
+                        }
+                    }
+                    frontier = next;
+                }
+                dist
+            })
+            .collect()
     }
 
     /// The cheapest in-tree rooted at `d` when link row i costs `price[i]`
@@ -158,8 +184,15 @@ impl Net {
             (if v == d { 0.0 } else { 1.0 }) + self.alpha[a]
         };
         // Out-arborescence on the reversed edges: v → u for u sends to v.
-        let rev: Vec<(usize, usize, f64)> = (0..self.arcs.len())
-            .map(|a| {
+        let allowed: Vec<usize> = (0..self.arcs.len())
+            .filter(|&a| {
+                let (u, v) = self.arcs[a];
+                self.hops.as_ref().is_none_or(|h| h[d][v] < h[d][u])
+            })
+            .collect();
+        let rev: Vec<(usize, usize, f64)> = allowed
+            .iter()
+            .map(|&a| {
                 let (u, v) = self.arcs[a];
                 (v, u, arc_cost(a) + tie_weight * tie(a))
             })
@@ -171,10 +204,7 @@ impl Net {
         let mut load: FxHashMap<usize, f64> = FxHashMap::default();
         let (mut cost, mut t) = (0.0, 0.0);
         for u in (0..self.n).filter(|&u| u != d) {
-            let a = self
-                .arcs
-                .binary_search(&(u, rev[entering[u]].0))
-                .expect("an arc");
+            let a = allowed[entering[u]];
             parent[u] = self.arcs[a].1;
             cost += arc_cost(a);
             t += tie(a);
@@ -200,7 +230,21 @@ impl Net {
 /// owner over GPU-free routes, a routed link has no capacity, or the
 /// solver fails.
 pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Packing, String> {
-    let net = Net::new(topo)?;
+    solve_with(Net::new(topo)?, time_limit_s, seed)
+}
+
+/// The same LP over *layered* trees only: every edge leads to a rank
+/// strictly fewer GPU-free hops from the owner, so a tree is at most as
+/// deep as the fabric's hop diameter. A restriction (its optimum may lie
+/// above the full LP's, and its certificate bounds layered trees only),
+/// whose shallow trees fill MSCCL's per-tile pipeline sooner.
+pub fn solve_layered(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Packing, String> {
+    let mut net = Net::new(topo)?;
+    net.hops = Some(net.hop_counts());
+    solve_with(net, time_limit_s, seed)
+}
+
+fn solve_with(net: Net, time_limit_s: f64, seed: u32) -> Result<Packing, String> {
     let n = net.n;
     let start = Instant::now();
     // First trees: every link costs its transfer time per unit.

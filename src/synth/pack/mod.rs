@@ -33,11 +33,20 @@ pub const PACK_MAX_RANKS: usize = 64;
 /// Largest chunk count per shard tried when rounding.
 const PACK_MAX_CHUNKS: usize = 16;
 
-/// A request's packing, solved once.
-struct Solved(Result<Rc<Packing>, String>);
+/// A request's packings, solved once: over all trees, and over layered
+/// trees.
+struct Solved(Result<(Rc<Packing>, Rc<Packing>), String>);
 
-/// The request's packing LP (shared with every stage that asks).
+/// The request's packing LP over all trees (shared with every stage that
+/// asks): its optimum and certificate bound every schedule over rscc's
+/// routes.
 pub fn packing(ctx: &Context) -> Result<Rc<Packing>, SynthError> {
+    packings(ctx).map(|p| p.0)
+}
+
+/// The packing over all trees and the one over layered trees
+/// ([`lp::solve_layered`]).
+fn packings(ctx: &Context) -> Result<(Rc<Packing>, Rc<Packing>), SynthError> {
     let n = ctx.ranks();
     if n > PACK_MAX_RANKS {
         return Err(SynthError::not_offered(
@@ -48,10 +57,16 @@ pub fn packing(ctx: &Context) -> Result<Rc<Packing>, SynthError> {
     if n < 2 {
         return Err(SynthError::not_offered("pack", "fewer than two ranks"));
     }
-    ctx.shared(|c| Solved(lp::solve(c.topo, c.opts.time_limit_s, c.opts.seed).map(Rc::new)))
-        .0
-        .clone()
-        .map_err(|e| SynthError::failed("pack", e))
+    ctx.shared(|c| {
+        let (tl, seed) = (c.opts.time_limit_s, c.opts.seed);
+        Solved(lp::solve(c.topo, tl, seed).and_then(|full| {
+            let layered = lp::solve_layered(c.topo, tl, seed)?;
+            Ok((Rc::new(full), Rc::new(layered)))
+        }))
+    })
+    .0
+    .clone()
+    .map_err(|e| SynthError::failed("pack", e))
 }
 
 impl Synthesizer for Pack {
@@ -62,15 +77,17 @@ impl Synthesizer for Pack {
         "tree-packing LP by column generation (bandwidth-optimal over single-route reduction trees)"
     }
     fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
-        let p = packing(ctx)?;
-        let most = PACK_MAX_CHUNKS.min(MAX_CHUNKS_PER_LOOP / p.n.max(1)).max(1);
+        let (full, layered) = packings(ctx)?;
+        let most = PACK_MAX_CHUNKS
+            .min(MAX_CHUNKS_PER_LOOP / full.n.max(1))
+            .max(1);
         let counts: Vec<usize> = match ctx.opts.chunks {
             Some(c) => vec![c],
             None => (1..=most).collect(),
         };
         Ok(Offer {
             search: Some(Box::new(PackSearch {
-                plans: plans(ctx, &p, &counts),
+                plans: plans(ctx, &[&full, &layered], &counts),
                 lanes: ctx.ranks().min(MAX_CHANNELS),
             })),
             ..Offer::default()
@@ -95,25 +112,27 @@ const SEARCH_MAX_CHUNKS: usize = 8;
 const PACK_WORK: usize = 40_000;
 
 /// The integral packings worth scoring, fewest chunks first (then best
-/// [`forest::estimate`]):
-/// per chunk count its rounding, and its local search
+/// [`forest::estimate`]): for each of `packings` (all trees, layered
+/// trees) and each chunk count, its rounding, and its local search
 /// ([`Packing::integral`]) up to [`SEARCH_MAX_CHUNKS`] chunks (any count
 /// asked for by `--chunks`) where the rounding is more than 0.1 % above the
 /// LP.
-fn plans(ctx: &Context, p: &Packing, counts: &[usize]) -> Vec<Rc<Integral>> {
+fn plans(ctx: &Context, packings: &[&Packing], counts: &[usize]) -> Vec<Rc<Integral>> {
     let mut out: Vec<(f64, Rc<Integral>)> = Vec::new();
     let mut add = |i: Integral| {
         let (a, levels) = i.build(1);
         let est = forest::estimate(ctx.topo, &a, levels).unwrap_or(f64::INFINITY);
         out.push((est, Rc::new(i)));
     };
-    for &c in counts {
-        let r = p.rounding(c);
-        let slow = r.u > p.t * (1.0 + 1e-3);
-        add(r);
-        if slow && (c <= SEARCH_MAX_CHUNKS || counts.len() == 1) {
-            if let Some(m) = p.integral(c) {
-                add(m);
+    for p in packings {
+        for &c in counts {
+            let r = p.rounding(c);
+            let slow = r.u > p.t * (1.0 + 1e-3);
+            add(r);
+            if slow && (c <= SEARCH_MAX_CHUNKS || counts.len() == 1) {
+                if let Some(m) = p.integral(c) {
+                    add(m);
+                }
             }
         }
     }
