@@ -100,3 +100,25 @@ fn bad_input_exits_2() {
     let (code, _, err) = rscc(&["bound", "--topo", p.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// The routing-model bound: on Rome Vega20 the cut bound counts PCIe and
+/// socket paths between the xGMI islands at once, which single routes
+/// cannot use, so the tree-packing certificate is above x* and binds; on
+/// DGX-1 single routes carry x* and it equals it.
+#[test]
+fn route_bound_binds_where_single_routes_cannot_carry_the_cut() {
+    let rome = "tests/data/real/rccl-xml/rccl_topo_8p_rome_Vega20-gfx906_8GPU_Rome.xml";
+    let (code, out, _) = rscc(&["bound", "--topo", rome, "--json", "--size", "1G"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rb = &v["route_bound"];
+    assert_eq!(rb["binds"], true, "{out}");
+    let over = rb["over_x_star"].as_f64().unwrap();
+    assert!(over > 1.06 && over < 1.07, "{over}");
+    let t = rb["time_bound_us"].as_f64().unwrap();
+    assert!((t / v["time_bound_us"].as_f64().unwrap() - over).abs() < 1e-9);
+    let (code, out, _) = rscc(&["bound", "--topo", "topologies/dgx1-v100.json"]);
+    assert_eq!(code, 0);
+    let line = out.lines().find(|l| l.starts_with("route bound")).unwrap();
+    assert!(line.contains("1.0000 x*") && !line.contains("binds"), "{line}");
+}

@@ -55,8 +55,20 @@ pub fn render(
     as_json: bool,
 ) -> Result<String, CliError> {
     let r = bound::report::report(topo, coll, size).map_err(CliError::input)?;
+    let route = route_bound(topo, coll, &r);
     if as_json {
-        return serde_json::to_string_pretty(&r).map_err(CliError::input);
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            #[serde(flatten)]
+            report: &'a bound::report::BoundReport,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            route_bound: Option<RouteBound>,
+        }
+        let out = Out {
+            report: &r,
+            route_bound: route,
+        };
+        return serde_json::to_string_pretty(&out).map_err(CliError::input);
     }
     let cut = &r.binding_cut;
     let dir = if coll == Collective::ReduceScatter {
@@ -88,11 +100,56 @@ pub fn render(
         .collect();
     out += &format!("  crossing: {} GB/s\n", kinds.join(", "));
     out += &format!("min steps  {}\n", r.min_steps);
+    if let Some(rb) = &route {
+        out += &format!(
+            "route bound {:.6} = {:.4} x* (every schedule over single routes; tree-packing certificate){}\n",
+            rb.per_unit,
+            rb.over_x_star,
+            if rb.binds { ": it binds" } else { "" }
+        );
+    }
     if let (Some(s), Some(tb), Some(ab)) = (r.size_bytes, r.time_bound_us, r.alpha_bound_us) {
         out +=
             &format!("size       {s} B\nbandwidth bound {tb:.3} µs\nα-aware bound   {ab:.3} µs\n");
+        if let Some(t) = route.as_ref().and_then(|rb| rb.time_bound_us) {
+            out += &format!("route bound     {t:.3} µs\n");
+        }
     }
     Ok(out)
+}
+
+/// The routing-model bound (docs/cost-model.md §1.1).
+#[derive(Debug, serde::Serialize)]
+struct RouteBound {
+    /// Per unit of shard, as x*.
+    per_unit: f64,
+    over_x_star: f64,
+    /// More than 0.1 % above x*: the cut bound cannot be reached over
+    /// single routes, and this is the yardstick.
+    binds: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_bound_us: Option<f64>,
+}
+
+/// The tree-packing certificate for reduce-scatter on up to
+/// [`PACK_MAX_RANKS`](crate::synth::pack::PACK_MAX_RANKS) ranks; None
+/// elsewhere, or when the LP fails.
+fn route_bound(
+    topo: &Topology,
+    coll: Collective,
+    r: &bound::report::BoundReport,
+) -> Option<RouteBound> {
+    if coll != Collective::ReduceScatter || r.ranks > crate::synth::pack::PACK_MAX_RANKS {
+        return None;
+    }
+    let p = crate::synth::pack::lp::solve(topo, 30.0, 0).ok()?;
+    let over = p.lower / r.x_star.float;
+    Some(RouteBound {
+        per_unit: p.lower,
+        over_x_star: over,
+        binds: over > 1.0 + 1e-3,
+        time_bound_us: r.time_bound_us.map(|t| t * over.max(1.0)),
+    })
 }
 
 pub fn run(args: BoundArgs) -> CliResult {

@@ -85,9 +85,10 @@ impl Synthesizer for Pack {
             Some(c) => vec![c],
             None => (1..=most).collect(),
         };
+        let plans = plans(ctx, &[&full, &layered], &counts);
         Ok(Offer {
             search: Some(Box::new(PackSearch {
-                plans: plans(ctx, &[&full, &layered], &counts),
+                plans,
                 lanes: ctx.ranks().min(MAX_CHANNELS),
             })),
             ..Offer::default()
