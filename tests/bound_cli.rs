@@ -120,5 +120,8 @@ fn route_bound_binds_where_single_routes_cannot_carry_the_cut() {
     let (code, out, _) = rscc(&["bound", "--topo", "topologies/dgx1-v100.json"]);
     assert_eq!(code, 0);
     let line = out.lines().find(|l| l.starts_with("route bound")).unwrap();
-    assert!(line.contains("1.0000 x*") && !line.contains("binds"), "{line}");
+    assert!(
+        line.contains("1.0000 x*") && !line.contains("binds"),
+        "{line}"
+    );
 }
