@@ -117,28 +117,62 @@ const PACK_WORK: usize = 40_000;
 /// trees) and each chunk count, its rounding, and its local search
 /// ([`Packing::integral`]) up to [`SEARCH_MAX_CHUNKS`] chunks (any count
 /// asked for by `--chunks`) where the rounding is more than 0.1 % above the
-/// LP.
+/// LP; a plan that is a kept one with every count scaled is dropped.
 fn plans(ctx: &Context, packings: &[&Packing], counts: &[usize]) -> Vec<Rc<Integral>> {
     let mut out: Vec<(f64, Rc<Integral>)> = Vec::new();
-    let mut add = |i: Integral| {
-        let (a, levels) = i.build(1);
-        let est = forest::estimate(ctx.topo, &a, levels).unwrap_or(f64::INFINITY);
-        out.push((est, Rc::new(i)));
+    // Plans already kept, as per-owner trees with their share of the
+    // shard: a plan that is another with every count scaled (a star with
+    // 2 chunks per shard where 1 does) only fills longer.
+    let mut kept: Vec<Shares> = Vec::new();
+    let mut add = |i: Integral, out: &mut Vec<(f64, Rc<Integral>)>| {
+        let shares: Shares = i
+            .trees
+            .iter()
+            .map(|ts| {
+                let mut v: Vec<_> = ts
+                    .iter()
+                    .map(|(p, k)| {
+                        let g = gcd(*k, i.chunks);
+                        (p.clone(), (k / g, i.chunks / g))
+                    })
+                    .collect();
+                v.sort();
+                v
+            })
+            .collect();
+        if !kept.contains(&shares) {
+            kept.push(shares);
+            let (a, levels) = i.build(1);
+            let est = forest::estimate(ctx.topo, &a, levels).unwrap_or(f64::INFINITY);
+            out.push((est, Rc::new(i)));
+        }
     };
     for p in packings {
         for &c in counts {
             let r = p.rounding(c);
             let slow = r.u > p.t * (1.0 + 1e-3);
-            add(r);
+            add(r, &mut out);
             if slow && (c <= SEARCH_MAX_CHUNKS || counts.len() == 1) {
                 if let Some(m) = p.integral(c) {
-                    add(m);
+                    add(m, &mut out);
                 }
             }
         }
     }
     out.sort_by(|a, b| a.1.chunks.cmp(&b.1.chunks).then(a.0.total_cmp(&b.0)));
     out.into_iter().map(|x| x.1).collect()
+}
+
+/// A plan as per-owner trees, each with its share of the shard as a
+/// reduced fraction.
+type Shares = Vec<Vec<(Vec<usize>, (usize, usize))>>;
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a.max(1)
+    } else {
+        gcd(b, a % b)
+    }
 }
 
 /// Scores each plan at [`PACK_SIZE`] in the simulator and keeps the fastest.
