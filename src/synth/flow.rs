@@ -161,6 +161,16 @@ impl Routes {
         }
     }
 
+    /// The largest finite route α (at least 10⁻⁹): the tie-breaks'
+    /// scale.
+    pub(super) fn alpha_max(&self) -> f64 {
+        self.alpha
+            .iter()
+            .copied()
+            .filter(|a| a.is_finite())
+            .fold(1e-9, f64::max)
+    }
+
     /// α of u's route to d (0 for d itself).
     fn alpha_to(&self, u: usize, d: usize) -> f64 {
         if u == d {
@@ -245,12 +255,7 @@ fn solve_ordered(
     seed: u32,
 ) -> Result<FlowLp, String> {
     let n = r.n;
-    let alpha_max = r
-        .alpha
-        .iter()
-        .copied()
-        .filter(|a| a.is_finite())
-        .fold(1e-9, f64::max);
+    let alpha_max = r.alpha_max();
     let mut vars = ProblemVariables::new();
     let t = vars.add(variable().min(0.0));
     let mut objective = Expression::from(t);

@@ -124,12 +124,7 @@ impl Net {
         let r = Routes::new(topo);
         let mut arcs: Vec<(usize, usize)> = r.links.keys().copied().collect();
         arcs.sort_unstable();
-        let alpha_max = r
-            .alpha
-            .iter()
-            .copied()
-            .filter(|a| a.is_finite())
-            .fold(1e-9, f64::max);
+        let alpha_max = r.alpha_max();
         let mut row_of: FxHashMap<usize, usize> = FxHashMap::default();
         let mut cap = Vec::new();
         let mut rows = Vec::with_capacity(arcs.len());
