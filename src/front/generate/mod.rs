@@ -72,6 +72,11 @@ use crate::ir::hardware::ALPHA_NET_US as IB_ALPHA_US;
 
 /// Build a topology of the named kind.
 pub fn generate(kind: &str, p: &GenParams) -> Result<Topology, String> {
+    if kind != "random" && p.seed.is_some() {
+        return Err(format!(
+            "{kind} is not drawn at random; --seed applies to random only"
+        ));
+    }
     match kind {
         "ring" => ring(p),
         "line" => line(p),
@@ -462,6 +467,20 @@ mod tests {
                 "dgx-a100",
                 GenParams {
                     hosts: Some(0),
+                    ..Default::default()
+                },
+            ),
+            (
+                "ring",
+                GenParams {
+                    seed: Some(3),
+                    ..Default::default()
+                },
+            ),
+            (
+                "random",
+                GenParams {
+                    gpus: Some(8),
                     ..Default::default()
                 },
             ),

@@ -8,27 +8,39 @@
 //! The master LP
 //!
 //! ```text
-//! minimise t + 10⁻⁴ · Σ_T w_T · tie(T)      (capacities in units of the widest link)
+//! minimise t
 //! subject to  Σ_{T of d} w_T = 1                   for every owner d      (dual μ_d)
 //!             Σ_T w_T · load_T(e) ≤ t · c_e        for every link e       (dual −π_e)
 //! ```
 //!
-//! over the trees found so far is solved with HiGHS; its duals price every
-//! edge u → v at Σ_{e on its route} π_e (plus the tie-break), and the
-//! cheapest in-tree per owner is a minimum spanning arborescence
-//! ([`super::arborescence`]). A tree cheaper than μ_d improves the master;
+//! (capacities in units of the widest link, so that t and the duals are of
+//! order one) over the trees found so far is solved with HiGHS; its duals
+//! price every edge u → v at Σ_{e on its route} π_e, and the cheapest
+//! in-tree per owner is a minimum spanning arborescence
+//! ([`super::arborescence`]). A tree cheaper than μ_d joins the master;
 //! when no owner has one the master is optimal over *all* trees.
+//!
+//! The first pool comes from multiplicative weights: a few dozen passes in
+//! which each owner takes its cheapest tree when a link costs
+//! exp(κ · load / busiest load) per unit of capacity. The loop stops when
+//! the certificate below is within [`GAP`] of the master, when the master
+//! has not moved for [`STALL`] rounds, or at [`MAX_ROUNDS`] or the time
+//! limit.
 //!
 //! Any prices π ≥ 0 with Σ π_e c_e = 1 certify a lower bound (weak
 //! duality): a packing of utilisation t has t = t · Σ π_e c_e ≥ Σ_e π_e
 //! load(e) = Σ_d Σ_T w_T cost_π(T) ≥ Σ_d min_T cost_π(T). [`Packing::lower`]
-//! is that bound at the final prices, computed without the tie-break, so
-//! it holds even when the loop stops early.
+//! is the best such bound over every round's duals, their running mean
+//! and the warm-up's weights (degenerate duals that put all the price on
+//! one link certify little), so it holds however the loop ended.
 //!
-//! The tie-break `tie(T)` = Σ over T's edges of [v ≠ d] + α(u→v)/α_max
-//! prefers, among optimal packings, trees that send straight to the owner
-//! and over short routes (relays cost store-and-forward and a second α
-//! that the LP does not see), as the flow LP does.
+//! Once the pool is final the master is solved again with a tie-break,
+//! `+ 10⁻⁴ · Σ_T w_T · tie(T)` where tie(T) = Σ over T's edges of
+//! [v ≠ d] + α(u→v)/α_max: among the pool's optimal packings it prefers
+//! trees that send straight to the owner and over short routes (relays
+//! cost store-and-forward and a second α that the LP does not see), as the
+//! flow LP does. Pricing never sees the tie-break, which would tilt the
+//! duals and with them the certificate.
 
 use super::super::flow::Routes;
 use super::arborescence::min_out_arborescence;
