@@ -23,8 +23,8 @@
 //! The first pool comes from multiplicative weights: a few dozen passes in
 //! which each owner takes its cheapest tree when a link costs
 //! exp(κ · load / busiest load) per unit of capacity. The loop stops when
-//! the certificate below is within [`GAP`] of the master, when the master
-//! has not moved for [`STALL`] rounds, or at [`MAX_ROUNDS`] or the time
+//! the certificate below is within 0.05 % of the master, when the master
+//! has not moved for 8 rounds, or after 400 rounds or the time
 //! limit.
 //!
 //! Any prices π ≥ 0 with Σ π_e c_e = 1 certify a lower bound (weak
