@@ -1,8 +1,9 @@
 //! Property: any valid set of reduction trees (random shapes, steps and
-//! channels) lowers to a Program the verifier accepts.
+//! channels) lowers to a Program the verifier accepts — as a
+//! reduce-scatter, as its allgather dual, and as the allreduce of both.
 
 use proptest::prelude::*;
-use rscc::ir::{Algorithm, Spec, Transfer};
+use rscc::ir::{Algorithm, Collective, Spec, Transfer};
 use rscc::lower::{lower, LowerOptions};
 use rscc::verify::{verify, VerifyOptions};
 
@@ -85,6 +86,7 @@ fn random_algorithm(n: usize, chunks: usize, seed: Vec<u32>) -> Algorithm {
         name: "random-trees".into(),
         spec,
         transfers,
+        bcast: Vec::new(),
     }
 }
 
@@ -95,6 +97,24 @@ proptest! {
         let alg = random_algorithm(n, chunks, seed);
         let r = lowers_and_verifies(&alg, &LowerOptions::default());
         prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    /// The duals of random reduction trees (broadcast out-trees from the
+    /// owner, time reversed) and their allreduce compositions lower and
+    /// verify: every rank ends with every exact copy, or every full sum,
+    /// in both aliasing modes.
+    #[test]
+    fn random_trees_lower_and_verify_as_every_op(n in 2usize..9, chunks in 1usize..4, seed in proptest::collection::vec(any::<u32>(), 1..64)) {
+        let rs = random_algorithm(n, chunks, seed);
+        for op in [Collective::AllGather, Collective::AllReduce] {
+            let alg = rscc::compile::shape(op, rs.clone());
+            prop_assert_eq!(alg.spec.coll, op);
+            let r = lowers_and_verifies(&alg, &LowerOptions::default());
+            prop_assert!(r.is_ok(), "{}: {}", op.display(), r.unwrap_err());
+        }
     }
 }
 
@@ -151,6 +171,7 @@ fn shared_subtrees(n: usize, chunks: usize, seed: Vec<u32>) -> Algorithm {
         name: "shared-subtrees".into(),
         spec,
         transfers,
+        bcast: Vec::new(),
     }
 }
 
@@ -246,6 +267,7 @@ fn pieces_on_a_ring(pieces: &[usize]) -> Algorithm {
         name: "pieces".into(),
         spec,
         transfers,
+        bcast: Vec::new(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! schedules` and review snapshot changes with `cargo insta review`.
 
 use rscc::compile::{compile, CompileOptions};
+use rscc::ir::Collective;
 use rscc::verify::{verify, VerifyOptions};
 use std::path::Path;
 
@@ -20,9 +21,14 @@ fn shipped() -> Vec<(String, std::path::PathBuf)> {
     v
 }
 
-fn emit(path: &Path) -> String {
+fn emit(path: &Path, op: Collective) -> String {
     let topo = rscc::front::load_topology(path).expect("shipped topology loads");
-    let c = compile(&topo, &CompileOptions::default()).expect("compiles");
+    let opts = CompileOptions {
+        op,
+        ..CompileOptions::default()
+    };
+    let c = compile(&topo, &opts).expect("compiles");
+    assert_eq!(c.program.coll, op);
     rscc::back::msccl_xml::to_string(&c.program)
 }
 
@@ -48,13 +54,32 @@ fn no_stale(stale: &[String]) {
     );
 }
 
-#[test]
-fn every_shipped_topology_has_its_schedule() {
+/// Every shipped topology's schedule of `op`, pinned as {name}-{rs,ag,ar}.
+fn pin_op(op: Collective) {
     let mut stale = Vec::new();
     for (name, path) in shipped() {
-        pin(&format!("{name}-rs"), &emit(&path), &mut stale);
+        pin(
+            &format!("{name}-{}", op.short()),
+            &emit(&path, op),
+            &mut stale,
+        );
     }
     no_stale(&stale);
+}
+
+#[test]
+fn every_shipped_topology_has_its_schedule() {
+    pin_op(Collective::ReduceScatter);
+}
+
+#[test]
+fn every_shipped_topology_has_its_allgather() {
+    pin_op(Collective::AllGather);
+}
+
+#[test]
+fn every_shipped_topology_has_its_allreduce() {
+    pin_op(Collective::AllReduce);
 }
 
 /// The small-message schedules `auto` writes as a size band of their own

@@ -36,6 +36,7 @@ fn direct3() -> Program {
         name: "direct".into(),
         spec,
         transfers,
+        bcast: Vec::new(),
     };
     lower(&alg, &LowerOptions::default()).expect("lowers")
 }

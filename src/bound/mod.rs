@@ -155,7 +155,7 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
     let reverse = match coll {
         Collective::ReduceScatter => true,
         Collective::AllGather => false,
-        Collective::AllReduce => return Err(BoundError::Unsupported(coll)),
+        Collective::AllReduce => unreachable!("allreduce is bounded by its two halves"),
     };
     let g = &topo.graph;
     let n = g.node_count();
@@ -190,10 +190,29 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
 /// The exact bandwidth lower bound x* of `coll` on `topo` (synthesis.md §5.1).
 /// Reduce-scatter is bounded on the reversed graph. Switches, NICs and CPUs
 /// are non-compute vertices.
+///
+/// Allreduce: x*(reduce-scatter) + x*(allgather), the bound of every
+/// schedule that reduce-scatters and then allgathers the same chunks (the
+/// allreduces rscc makes); its binding cut is the reduce-scatter's. (Where
+/// one cut binds both, as on a switch, this is the 2(N−1)/N argument every
+/// allreduce obeys; a fused schedule on a machine where the two cuts
+/// differ could overlap them and is not bounded by the sum.)
 pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBound, BoundError> {
     let nr = topo.num_ranks();
     if nr < 2 {
         return Err(BoundError::TooFewRanks(nr));
+    }
+    if coll == Collective::AllReduce {
+        let rs = bandwidth_bound(topo, Collective::ReduceScatter)?;
+        let ag = bandwidth_bound(topo, Collective::AllGather)?;
+        let x_star = &rs.x_star + &ag.x_star;
+        return Ok(BandwidthBound {
+            coll,
+            ranks: nr,
+            algbw_limit_gbps: nr as f64 / ratio_f64(&x_star),
+            x_star,
+            binding_cut: rs.binding_cut,
+        });
     }
     let cg = cut_graph(topo, coll)?;
     // Start from the best per-GPU cut S = V ∖ {v}: (N − 1) / (capacity into v
@@ -577,7 +596,10 @@ fn dijkstra(topo: &Topology, src: usize, w: impl Fn(&crate::ir::Link) -> f64) ->
 /// count). Every schedule needs at least this many communication steps.
 pub fn min_steps(topo: &Topology, coll: Collective) -> Result<usize, BoundError> {
     if coll == Collective::AllReduce {
-        return Err(BoundError::Unsupported(coll));
+        // A reduction to the owner, then its broadcast.
+        return Ok(
+            min_steps(topo, Collective::ReduceScatter)? + min_steps(topo, Collective::AllGather)?
+        );
     }
     let nr = topo.num_ranks();
     if nr < 2 {

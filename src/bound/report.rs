@@ -85,7 +85,7 @@ pub fn report(
             inside.contains(topo.node(a).id.as_str()),
             inside.contains(topo.node(z).id.as_str()),
         );
-        let crosses = if coll == Collective::ReduceScatter {
+        let crosses = if coll != Collective::AllGather {
             !ia && iz
         } else {
             ia && !iz
@@ -105,7 +105,7 @@ pub fn report(
             outside: cut.outside.clone(),
             gpus_inside: cut.gpus_inside,
             capacity_gbps: Fraction::of(&cut.capacity_gbps),
-            direction: if coll == Collective::ReduceScatter {
+            direction: if coll != Collective::AllGather {
                 "into inside"
             } else {
                 "out of inside"

@@ -33,8 +33,9 @@ pub fn parse_op(s: &str) -> Result<Collective, CliError> {
             Ok(Collective::ReduceScatter)
         }
         "allgather" | "all-gather" | "ag" => Ok(Collective::AllGather),
+        "allreduce" | "all-reduce" | "ar" => Ok(Collective::AllReduce),
         other => Err(CliError::input(format!(
-            "--op {other}: expected reduce-scatter or allgather"
+            "--op {other}: expected reduce-scatter, allgather or allreduce"
         ))),
     }
 }

@@ -47,7 +47,7 @@ pub struct RunArgs {
     /// Skip the verifier (the watchdog still stops a stalled run).
     #[arg(long)]
     pub no_verify: bool,
-    /// Run in place (output aliases the input shard); default out of place
+    /// Run in place (the buffers alias as the op's in-place call does: the output is the input's shard for reduce-scatter, the input the output's shard for allgather, one buffer for allreduce); default out of place
     /// when the schedule allows it.
     #[arg(long)]
     pub inplace: bool,
@@ -73,7 +73,8 @@ pub struct RunArgs {
     /// Synthesize for this topology, then run (with --op).
     #[arg(long)]
     pub topo: Option<PathBuf>,
-    /// Collective to synthesize with --topo: reduce-scatter.
+    /// Collective to synthesize with --topo: reduce-scatter, allgather or
+    /// allreduce (a FILE says its own).
     #[arg(long)]
     pub op: Option<String>,
     /// Run a built-in schedule instead of a file: ring | allpairs.
@@ -90,20 +91,23 @@ pub struct RunArgs {
 fn load(args: &RunArgs) -> Result<Program, CliError> {
     if let Some(t) = &args.topo {
         // Synthesize (auto), lower and verify, then run that Program.
-        match args.op.as_deref() {
-            None | Some("reduce-scatter") => {}
-            Some(op) => {
-                return Err(CliError::input(format!(
-                    "--op {op} is not supported (reduce-scatter)"
-                )))
-            }
-        }
+        let op = match args.op.as_deref() {
+            None => crate::ir::Collective::ReduceScatter,
+            Some(s) => crate::ir::Collective::parse(s).ok_or_else(|| {
+                CliError::input(format!(
+                    "--op {s}: expected reduce-scatter, allgather or allreduce"
+                ))
+            })?,
+        };
         if args.file.is_some() || args.builtin.is_some() {
             return Err(CliError::input("give --topo or a FILE, not both"));
         }
         let topo = crate::front::load_topology(t).map_err(CliError::input)?;
-        let c = crate::compile::compile(&topo, &crate::compile::CompileOptions::default())
-            .map_err(|e| CliError::compile(t, e))?;
+        let opts = crate::compile::CompileOptions {
+            op,
+            ..Default::default()
+        };
+        let c = crate::compile::compile(&topo, &opts).map_err(|e| CliError::compile(t, e))?;
         eprintln!(
             "synthesized {} for {} ({} ranks)",
             c.algorithm.name,

@@ -4,7 +4,7 @@ use super::{CliError, CliResult};
 use crate::compile::report::{synth_report, ReportRow};
 use crate::compile::{self, CompileOptions, Compiled, Mode, Selection};
 use crate::front;
-use crate::ir::{Program, Proto, Runtime};
+use crate::ir::{Collective, Program, Proto, Runtime};
 use crate::lower::LowerOptions;
 use crate::sim::SimOptions;
 use crate::synth::{Algo, SynthOptions};
@@ -17,6 +17,20 @@ use std::path::{Path, PathBuf};
 pub enum Op {
     #[value(name = "reduce-scatter")]
     ReduceScatter,
+    #[value(name = "allgather")]
+    AllGather,
+    #[value(name = "allreduce")]
+    AllReduce,
+}
+
+impl Op {
+    pub fn collective(self) -> Collective {
+        match self {
+            Op::ReduceScatter => Collective::ReduceScatter,
+            Op::AllGather => Collective::AllGather,
+            Op::AllReduce => Collective::AllReduce,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -43,7 +57,9 @@ pub struct SynthArgs {
     /// Topology file (rscc JSON, or an imported format).
     #[arg(long)]
     pub topo: PathBuf,
-    /// Collective to synthesize.
+    /// Collective to synthesize: a reduce-scatter, or the allgather (its
+    /// dual on the reversed machine) or allreduce (reduce-scatter, then
+    /// allgather) every synthesizer makes from one.
     #[arg(long, value_enum, default_value = "reduce-scatter")]
     pub op: Op,
     /// Synthesizer: auto (score every applicable one in the simulator and
@@ -224,6 +240,7 @@ fn options(a: &SynthArgs, mode: Mode) -> CompileOptions {
     };
     CompileOptions {
         mode,
+        op: a.op.collective(),
         synth: SynthOptions {
             chunks: a.chunks,
             time_limit_s: a.time_limit,

@@ -53,6 +53,7 @@ pub fn run(a: VerifyArgs) -> CliResult {
         RuntimeArg::Legacy => Runtime::Legacy,
     });
     let res = verify_all(&p, &opts);
+    let prog_coll = p.coll.display();
     let file = a.file.display().to_string();
     // Each runtime's own rules (the symbolic phase is the same for both).
     let runtimes: Vec<RuntimeVerdict> = Runtime::ALL
@@ -92,7 +93,8 @@ pub fn run(a: VerifyArgs) -> CliResult {
         Ok(r) => {
             if !a.json {
                 println!(
-                    "{file}: valid reduce-scatter ({} ranks, {} threadblocks, {} steps; correct {})",
+                    "{file}: valid {} ({} ranks, {} threadblocks, {} steps; correct {})",
+                    prog_coll,
                     r.ranks,
                     r.threadblocks,
                     r.steps,

@@ -3,10 +3,10 @@
 //! band. The ring is always a candidate, so the choice is never slower
 //! than the ring at any scored size.
 
-use super::{compile_offer, small, CompileError, CompileOptions, Compiled};
+use super::{compile_offer, small, CompileError, CompileOptions, Compiled, Target};
 use crate::ir::{Program, Topology};
 use crate::sim::{self, SimOptions};
-use crate::synth::{Algo, Context, Offer, REGISTRY};
+use crate::synth::{Algo, Offer, REGISTRY};
 
 /// Sizes `auto` scores by default: 1 KiB … 4 GiB in steps of 4×.
 pub fn default_sizes() -> Vec<u64> {
@@ -92,7 +92,8 @@ fn candidates(
     opts: &CompileOptions,
     progress: Option<Progress>,
 ) -> Result<(Vec<Compiled>, Vec<String>), CompileError> {
-    let ctx = Context::new(topo, &opts.synth)?;
+    let t = Target::new(topo, opts);
+    let ctx = t.context(&opts.synth)?;
     let mut candidates: Vec<Compiled> = Vec::new();
     let mut skipped = Vec::new();
     for (i, (a, syn)) in REGISTRY.into_iter().enumerate() {
@@ -118,7 +119,7 @@ fn candidates(
             small: smalls,
             search,
         } = offer;
-        match compile_offer(&ctx, a, cands, search, opts) {
+        match compile_offer(&t, &ctx, a, cands, search, opts) {
             Ok(y) => {
                 found.push(y.main);
                 found.extend(y.extras);
@@ -126,7 +127,7 @@ fn candidates(
             Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
             Err(e) => return Err(e),
         }
-        match small(&ctx, a, smalls, opts) {
+        match small(&t, a, smalls, opts) {
             Ok(c) => found.extend(c),
             Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
             Err(e) => return Err(e),
@@ -294,7 +295,8 @@ impl Selection {
                 program.min_bytes = b.min_bytes as i64;
                 program.max_bytes = Some(program.runtime.encode_max_bytes(b.max_bytes));
                 let name = format!(
-                    "rs-{}-{}-{}.xml",
+                    "{}-{}-{}-{}.xml",
+                    program.coll.short(),
                     c.algo.name(),
                     b.min_bytes,
                     b.max_bytes

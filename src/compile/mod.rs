@@ -1,6 +1,12 @@
 //! The driver: synthesize → lower → verify, the one path every emitted
 //! schedule takes (nothing leaves here unverified).
 //!
+//! Synthesizers make reduce-scatters; the driver makes the requested op
+//! from them ([`Target`]): an allgather is the dual of a reduce-scatter
+//! made for the reversed topology, an allreduce a reduce-scatter followed
+//! by its dual (ir/algorithm.rs). Scores, limits and the verifier always
+//! see the op itself on the machine itself.
+//!
 //! - [`fit`]: a synthesizer's candidates in order, the first that lowers
 //!   within the runtime's limits and passes the verifier.
 //! - [`search`]: a synthesizer's [`Search`](crate::synth::Search) run with
@@ -15,10 +21,13 @@ pub mod search;
 
 pub use auto::{auto, default_sizes, Band, BandFile, Progress, Selection};
 
-use crate::ir::{Algorithm, Program, Topology};
+use crate::ir::{Algorithm, Collective, Program, Topology};
 use crate::lower::LowerOptions;
-use crate::synth::{Algo, Context, Offer, SynthError, SynthOptions};
+use crate::synth::{Algo, Candidate, Context, Offer, SynthError, SynthOptions};
 use crate::verify::VerifyReport;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// What the driver compiles: one synthesizer, or every one with the
 /// best per size band.
@@ -44,6 +53,8 @@ impl Mode {
 #[derive(Debug, Clone)]
 pub struct CompileOptions {
     pub mode: Mode,
+    /// The collective to build.
+    pub op: Collective,
     pub synth: SynthOptions,
     /// What the emitted file says (protocol, runtime, call modes, size
     /// band); its `name` is set per schedule ([`CompileOptions::lower_options`]).
@@ -54,6 +65,7 @@ impl Default for CompileOptions {
     fn default() -> Self {
         CompileOptions {
             mode: Mode::Auto,
+            op: Collective::ReduceScatter,
             synth: SynthOptions::default(),
             lower: LowerOptions::default(),
         }
@@ -73,14 +85,132 @@ impl CompileOptions {
 
     /// The lowering options of this request for a schedule of `algo`.
     pub fn lower_options(&self, topo: &Topology, algo: Algo) -> LowerOptions {
+        let op = match self.op {
+            Collective::ReduceScatter => String::new(),
+            o => format!("{}_", o.short()),
+        };
         LowerOptions {
             name: format!(
-                "rscc_{}_{}_{}",
+                "rscc_{op}{}_{}_{}",
                 algo.name(),
                 sanitize(&topo.name),
                 topo.num_ranks()
             ),
             ..self.lower.clone()
+        }
+    }
+}
+
+/// What the driver builds and where: the op on `topo`, and the topology
+/// the synthesizers make their reduce-scatters for (the reversed one for
+/// an allgather, unless it is the same machine).
+pub struct Target<'t> {
+    pub topo: &'t Topology,
+    pub op: Collective,
+    synth_topo: Cow<'t, Topology>,
+    /// An allreduce on a machine whose links differ by direction: its
+    /// allgather halves, made for the reversed machine.
+    halves: Option<Arc<Halves>>,
+}
+
+/// Allgather halves of allreduces on a machine whose links differ by
+/// direction: per synthesizer and chunk count, the dual of the
+/// reduce-scatter that synthesizer makes for the reversed machine (made
+/// once; `None` where it makes none with that chunk count).
+struct Halves {
+    rev: Topology,
+    opts: CompileOptions,
+    made: Mutex<HashMap<(Algo, usize), Option<Algorithm>>>,
+}
+
+impl Halves {
+    /// The allgather half for reduce-scatter `rs` of `algo`: made for the
+    /// reversed machine with `rs`'s chunk count, else `rs`'s own dual.
+    fn allgather(&self, algo: Algo, rs: &Algorithm) -> Algorithm {
+        let k = rs.spec.chunks;
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        let half = made.entry((algo, k)).or_insert_with(|| {
+            let mut o = self.opts.clone();
+            o.op = Collective::ReduceScatter;
+            o.mode = Mode::One(algo);
+            o.synth.chunks = Some(k);
+            compile_one(&self.rev, algo, &o)
+                .ok()
+                .map(|c| c.algorithm)
+                .filter(|a| a.spec == rs.spec)
+        });
+        match half {
+            Some(h) => h.allgather_dual(),
+            None => rs.allgather_dual(),
+        }
+    }
+}
+
+impl<'t> Target<'t> {
+    pub fn new(topo: &'t Topology, opts: &CompileOptions) -> Target<'t> {
+        let op = opts.op;
+        let symmetric = op == Collective::ReduceScatter || topo.is_symmetric();
+        let synth_topo = if op == Collective::AllGather && !symmetric {
+            Cow::Owned(topo.reversed())
+        } else {
+            Cow::Borrowed(topo)
+        };
+        let halves = (op == Collective::AllReduce && !symmetric).then(|| {
+            Arc::new(Halves {
+                rev: topo.reversed(),
+                opts: opts.clone(),
+                made: Mutex::new(HashMap::new()),
+            })
+        });
+        Target {
+            topo,
+            op,
+            synth_topo,
+            halves,
+        }
+    }
+
+    /// The synthesizers' request.
+    pub fn context(&self, opts: &SynthOptions) -> Result<Context<'_>, SynthError> {
+        Context::new(&self.synth_topo, opts)
+    }
+
+    /// `cands` (reduce-scatters of `algo`) made into the op.
+    pub fn shaped(&self, algo: Algo, cands: Vec<Candidate>) -> Vec<Candidate> {
+        let op = self.op;
+        match (op, &self.halves) {
+            (Collective::ReduceScatter, _) => cands,
+            (Collective::AllReduce, Some(h)) => cands
+                .into_iter()
+                .map(|c| -> Candidate {
+                    let h = h.clone();
+                    Box::new(move || {
+                        let rs = c();
+                        let ag = h.allgather(algo, &rs);
+                        Algorithm::allreduce(&rs, &ag)
+                    })
+                })
+                .collect(),
+            _ => cands
+                .into_iter()
+                .map(|c| -> Candidate { Box::new(move || shape(op, c())) })
+                .collect(),
+        }
+    }
+}
+
+/// Reduce-scatter `a` made into `op`: itself, its allgather dual, or the
+/// allreduce that runs it and then its dual. (A search's score uses this
+/// for allreduce on every machine; the driver's candidates on a machine
+/// whose links differ by direction take their allgather half from the
+/// reversed machine instead, [`Target::shaped`].)
+pub fn shape(op: Collective, a: Algorithm) -> Algorithm {
+    match op {
+        Collective::ReduceScatter => a,
+        Collective::AllGather => a.allgather_dual(),
+        Collective::AllReduce => {
+            let ag = a.allgather_dual();
+            Algorithm::allreduce(&a, &ag)
         }
     }
 }
@@ -129,7 +259,7 @@ impl CompileError {
     }
 }
 
-/// Synthesize, lower and verify a reduce-scatter for `topo`. With
+/// Synthesize, lower and verify the op of `opts` for `topo`. With
 /// [`Mode::Auto`] the candidate that is best across the default size range
 /// (least total time over the scored sizes) is returned.
 pub fn compile(topo: &Topology, opts: &CompileOptions) -> Result<Compiled, CompileError> {
@@ -158,9 +288,10 @@ pub fn compile_one(
     algo: Algo,
     opts: &CompileOptions,
 ) -> Result<Compiled, CompileError> {
-    let ctx = Context::new(topo, &opts.synth)?;
+    let t = Target::new(topo, opts);
+    let ctx = t.context(&opts.synth)?;
     let offer = algo.synthesizer().offer(&ctx)?;
-    compile_offer(&ctx, algo, offer.candidates, offer.search, opts).map(|y| y.main)
+    compile_offer(&t, &ctx, algo, offer.candidates, offer.search, opts).map(|y| y.main)
 }
 
 /// The synthesizer's small-message candidate, if it has one — possibly
@@ -171,9 +302,10 @@ pub fn compile_small(
     algo: Algo,
     opts: &CompileOptions,
 ) -> Result<Option<Compiled>, CompileError> {
-    let ctx = Context::new(topo, &opts.synth)?;
+    let t = Target::new(topo, opts);
+    let ctx = t.context(&opts.synth)?;
     let offer = algo.synthesizer().offer(&ctx)?;
-    small(&ctx, algo, offer.small, opts)
+    small(&t, algo, offer.small, opts)
 }
 
 /// A synthesizer's schedule for one algorithm and, where it has one, its
@@ -184,40 +316,42 @@ pub fn compile_with_small(
     algo: Algo,
     opts: &CompileOptions,
 ) -> Result<(Compiled, Option<Result<Compiled, CompileError>>), CompileError> {
-    let ctx = Context::new(topo, &opts.synth)?;
+    let t = Target::new(topo, opts);
+    let ctx = t.context(&opts.synth)?;
     let Offer {
         candidates,
         small: smalls,
         search,
     } = algo.synthesizer().offer(&ctx)?;
-    let main = compile_offer(&ctx, algo, candidates, search, opts)?.main;
-    Ok((main, small(&ctx, algo, smalls, opts).transpose()))
+    let main = compile_offer(&t, &ctx, algo, candidates, search, opts)?.main;
+    Ok((main, small(&t, algo, smalls, opts).transpose()))
 }
 
 fn small(
-    ctx: &Context,
+    t: &Target,
     algo: Algo,
-    cands: Vec<crate::synth::Candidate>,
+    cands: Vec<Candidate>,
     opts: &CompileOptions,
 ) -> Result<Option<Compiled>, CompileError> {
     if cands.is_empty() {
         return Ok(None);
     }
-    fit::first_fit(ctx.topo, algo, cands, opts, true).map(Some)
+    fit::first_fit(t.topo, algo, t.shaped(algo, cands), opts, true).map(Some)
 }
 
 /// An offer's candidates (or its search's) compiled.
 pub(crate) fn compile_offer(
+    t: &Target,
     ctx: &Context,
     algo: Algo,
-    candidates: Vec<crate::synth::Candidate>,
+    candidates: Vec<Candidate>,
     search: Option<Box<dyn crate::synth::Search>>,
     opts: &CompileOptions,
 ) -> Result<Yield, CompileError> {
     match search {
-        Some(s) => search::run(ctx, algo, s, opts),
+        Some(s) => search::run(t, ctx, algo, s, opts),
         None => Ok(Yield {
-            main: fit::first_fit(ctx.topo, algo, candidates, opts, false)?,
+            main: fit::first_fit(t.topo, algo, t.shaped(algo, candidates), opts, false)?,
             extras: Vec::new(),
         }),
     }

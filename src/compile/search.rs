@@ -7,8 +7,8 @@
 //! The search's candidates then take the first-fit path every candidate
 //! takes.
 
-use super::{fit, CompileError, CompileOptions, Yield};
-use crate::ir::Algorithm;
+use super::{fit, CompileError, CompileOptions, Target, Yield};
+use crate::ir::{Algorithm, Collective};
 use crate::lower;
 use crate::sim::{self, SimOptions};
 use crate::synth::{Algo, Budget, Context, Search};
@@ -16,12 +16,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub(crate) fn run(
+    t: &Target,
     ctx: &Context,
     algo: Algo,
     search: Box<dyn Search>,
     opts: &CompileOptions,
 ) -> Result<Yield, CompileError> {
-    let topo = ctx.topo;
+    let topo = t.topo;
+    let op = t.op;
     let lopts = opts.lower_options(topo, algo);
     let sms = topo.min_sms().map(|s| s as usize);
     let simopts = SimOptions::default();
@@ -30,7 +32,11 @@ pub(crate) fn run(
     // Program steps lowered so far: the default budget's measure of work.
     let work = AtomicUsize::new(0);
     let score = |a: &Algorithm| -> Result<Vec<f64>, f64> {
-        let p = lower::lower(a, &lopts).map_err(|_| f64::INFINITY)?;
+        let p = match op {
+            Collective::ReduceScatter => lower::lower(a, &lopts),
+            _ => lower::lower(&super::shape(op, a.clone()), &lopts),
+        }
+        .map_err(|_| f64::INFINITY)?;
         work.fetch_add(p.num_steps(), Ordering::Relaxed);
         if let Some(m) = sms.filter(|&m| p.max_tbs_per_rank() > m) {
             return Err((p.max_tbs_per_rank() - m) as f64);
@@ -49,11 +55,11 @@ pub(crate) fn run(
         spent_all || Instant::now() >= deadline
     };
     let found = search.run(&stop, &score);
-    let main = fit::first_fit(topo, algo, found.candidates, opts, true)?;
+    let main = fit::first_fit(topo, algo, t.shaped(algo, found.candidates), opts, true)?;
     // Extras are offered only where they fit.
     let mut extras = Vec::new();
     for c in found.extras {
-        match fit::first_fit(topo, algo, vec![c], opts, true) {
+        match fit::first_fit(topo, algo, t.shaped(algo, vec![c]), opts, true) {
             Ok(c) => extras.push(c),
             Err(e) if e.is_request() => {}
             Err(e) => return Err(e),

@@ -18,6 +18,7 @@
 use super::elem::{reduce2, reduce3, reduce_self, Elem, Op};
 use super::plan::Plan;
 use super::{ExecError, StallReport, TbWait};
+use crate::ir::spec::Alias;
 use crate::ir::{Buf, StepKind};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,8 +75,8 @@ impl<T: Elem> Buffers<T> {
             scratch: Vec::new(),
         };
         for r in 0..n {
-            b.input.push(alloc(max_count * n)?);
-            b.output.push(alloc(max_count)?);
+            b.input.push(alloc(plan.bufs.i_chunks * chunk_max)?);
+            b.output.push(alloc(plan.bufs.o_chunks * chunk_max)?);
             b.scratch.push(alloc(plan.s_chunks[r] * chunk_max)?);
         }
         Ok(b)
@@ -456,31 +457,41 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
 ) -> Result<PhaseTimes, ExecError> {
     let n = plan.nranks;
     let mut raw = Vec::with_capacity(n);
+    let (i_len, o_len) = (
+        plan.bufs.i_chunks * geo.chunk,
+        plan.bufs.o_chunks * geo.chunk,
+    );
+    let _ = count;
     for r in 0..n {
-        let inp = RawBuf {
-            ptr: bufs.input[r].as_mut_ptr(),
-            len: count * n,
+        if bufs.input[r].len() < i_len || bufs.output[r].len() < o_len {
+            return Err(ExecError::Size(
+                "buffers smaller than the size requested".into(),
+            ));
+        }
+        let (ip, op) = (bufs.input[r].as_mut_ptr(), bufs.output[r].as_mut_ptr());
+        // In place, one buffer lies inside the other (msccl-xml.md §5.2).
+        let (inp, out) = match (geo.inplace, plan.bufs.alias) {
+            (false, _) => (ip, op),
+            // SAFETY (all three): the offset plus the inner buffer's
+            // length is at most the outer buffer's length, checked above
+            // (rank r's shard of a buffer of n shards).
+            (true, Alias::OutInInput) => (ip, unsafe { ip.add(r * o_len) }),
+            (true, Alias::InputInOut) => (unsafe { op.add(r * i_len) }, op),
+            (true, Alias::Same) => (ip, ip),
         };
-        let out = if geo.inplace {
-            RawBuf {
-                // SAFETY: r * count + count <= count * n = input length.
-                ptr: unsafe { inp.ptr.add(r * count) },
-                len: count,
-            }
-        } else {
-            RawBuf {
-                ptr: bufs.output[r].as_mut_ptr(),
-                len: count,
-            }
+        let inp = RawBuf {
+            ptr: inp,
+            len: i_len,
+        };
+        let out = RawBuf {
+            ptr: out,
+            len: o_len,
         };
         let scr = RawBuf {
             ptr: bufs.scratch[r].as_mut_ptr(),
             len: plan.s_chunks[r] * geo.chunk,
         };
-        if bufs.input[r].len() < inp.len
-            || bufs.output[r].len() < count
-            || bufs.scratch[r].len() < scr.len
-        {
+        if bufs.scratch[r].len() < scr.len {
             return Err(ExecError::Size(
                 "buffers smaller than the size requested".into(),
             ));

@@ -109,6 +109,7 @@ impl SizeResult {
     /// through it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn measured(
+        coll: Collective,
         size_bytes: u64,
         requested_bytes: u64,
         count: u64,
@@ -132,7 +133,7 @@ impl SizeResult {
             count,
             time_us: secs * 1e6,
             algbw_gbps: algbw,
-            busbw_gbps: algbw * Collective::ReduceScatter.busbw_factor(n),
+            busbw_gbps: algbw * coll.busbw_factor(n),
             membw_frac: membw.map(|b| (n as f64 + 1.0) * algbw / b),
             correct: wrong.map(|w| w == 0),
             wrong,
@@ -328,16 +329,7 @@ fn run_typed<T: Elem, O: Op<T>>(
             inplace,
             stall: opts.stall_timeout,
         };
-        for r in 0..n {
-            crate::par::for_parts(&mut bufs.input[r][..count * n], 1, |off, part| {
-                for (i, x) in part.iter_mut().enumerate() {
-                    *x = T::from_pattern(elem::pattern(O::OP, r, off + i));
-                }
-            });
-            bufs.output[r][..count].fill(T::poison());
-            let sl = plan.s_chunks[r] * chunk;
-            bufs.scratch[r][..sl].fill(T::poison());
-        }
+        fill_inputs::<T, O>(plan, &mut bufs, chunk, inplace);
         let phases: Vec<u64> = if opts.check {
             vec![1, opts.warmup, opts.iters]
         } else {
@@ -346,15 +338,16 @@ fn run_typed<T: Elem, O: Op<T>>(
         let mut checked: Option<(u64, Vec<WrongChunk>)> = None;
         let times = cpu::run::<T, O>(plan, geo, count, &mut bufs, &phases, |pi, outs| {
             if opts.check && pi == 0 {
-                checked = Some(check_outputs::<T, O>(outs, n, count, chunk));
+                checked = Some(check_outputs::<T, O>(plan.coll, outs, n, count, chunk));
             }
         })?;
         let secs = times.secs.last().copied().unwrap_or(0.0) / opts.iters as f64;
         let size_bytes = (count * n * esz) as u64;
         rows.push(SizeResult::measured(
+            plan.coll,
             size_bytes,
             req,
-            count as u64,
+            plan.coll.element_count(n, size_bytes, esz),
             secs,
             n,
             membw,
@@ -364,23 +357,79 @@ fn run_typed<T: Elem, O: Op<T>>(
     Ok(rows)
 }
 
+/// Every rank's input filled with its pattern (elem.rs) — for an
+/// allgather rank r's input is its shard of the full buffer, the pattern
+/// at the shard's global indices — and every element nothing should read
+/// first (output, scratch) poisoned. In place the input lies inside the
+/// output (allgather) or the output inside the input (the others).
+fn fill_inputs<T: Elem, O: Op<T>>(
+    plan: &plan::Plan,
+    bufs: &mut cpu::Buffers<T>,
+    chunk: usize,
+    inplace: bool,
+) {
+    let n = plan.nranks;
+    let (i_len, o_len) = (plan.bufs.i_chunks * chunk, plan.bufs.o_chunks * chunk);
+    for r in 0..n {
+        // Global index of input element 0.
+        let base = if plan.coll == Collective::AllGather {
+            r * i_len
+        } else {
+            0
+        };
+        bufs.output[r][..o_len].fill(T::poison());
+        let input = if inplace && plan.coll == Collective::AllGather {
+            &mut bufs.output[r][base..base + i_len]
+        } else {
+            &mut bufs.input[r][..i_len]
+        };
+        crate::par::for_parts(input, 1, |off, part| {
+            for (i, x) in part.iter_mut().enumerate() {
+                *x = T::from_pattern(elem::pattern(O::OP, r, base + off + i));
+            }
+        });
+        let sl = plan.s_chunks[r] * chunk;
+        bufs.scratch[r][..sl].fill(T::poison());
+    }
+}
+
 /// Compare every rank's output with the reference; count wrong elements per
-/// (rank, output chunk). Ranks are checked on all cores.
+/// (rank, output chunk). The reference of output element e at rank r: the
+/// reduction over ranks of global element r·count + e (reduce-scatter,
+/// `count` per rank) or e (allreduce), or the owner's input, bit for bit
+/// (allgather: the owner of e is e / count). Ranks are checked on all
+/// cores.
 fn check_outputs<T: Elem, O: Op<T>>(
+    coll: Collective,
     outs: &[&[T]],
     n: usize,
     count: usize,
     chunk: usize,
 ) -> (u64, Vec<WrongChunk>) {
-    let per_rank_chunks = count / chunk.max(1);
+    let shard_chunks = count / chunk.max(1);
+    let len = coll.buffers(n * shard_chunks, n).o_chunks * chunk;
     let ranks: Vec<usize> = (0..outs.len()).collect();
     let per_rank = crate::par::map(&ranks, |&r| {
         let mut total = 0;
         let mut list: Vec<WrongChunk> = Vec::new();
-        for (e, &got) in outs[r].iter().take(count).enumerate() {
-            let idx = r * count + e;
-            let (want, mag) = elem::reference::<T, O>(n, idx);
-            if elem::accept(O::OP, n, got, want, mag) {
+        for (e, &got) in outs[r].iter().take(len).enumerate() {
+            let ok_want = match coll {
+                Collective::AllGather => {
+                    let want = T::from_pattern(elem::pattern(O::OP, e / count.max(1), e));
+                    (got.to_f64().to_bits() == want.to_f64().to_bits(), want)
+                }
+                Collective::ReduceScatter | Collective::AllReduce => {
+                    let idx = if coll == Collective::ReduceScatter {
+                        r * count + e
+                    } else {
+                        e
+                    };
+                    let (want, mag) = elem::reference::<T, O>(n, idx);
+                    (elem::accept(O::OP, n, got, want, mag), want)
+                }
+            };
+            let (ok, want) = ok_want;
+            if ok {
                 continue;
             }
             total += 1;
@@ -390,7 +439,11 @@ fn check_outputs<T: Elem, O: Op<T>>(
                 _ => list.push(WrongChunk {
                     rank: r,
                     chunk: k,
-                    input_chunk: r * per_rank_chunks + k,
+                    input_chunk: if coll == Collective::ReduceScatter {
+                        r * shard_chunks + k
+                    } else {
+                        k
+                    },
                     wrong: 1,
                     first_elem: e,
                     got: got.to_f64(),

@@ -48,9 +48,13 @@ pub(crate) struct Fifodesc {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
+    pub coll: Collective,
     pub nranks: usize,
     /// nchunksperloop.
     pub c: usize,
+    /// Chunks of `i` and `o` per rank, and how an in-place call aliases
+    /// them (the op's geometry).
+    pub bufs: crate::ir::spec::Buffers,
     pub s_chunks: Vec<usize>,
     pub tbs: Vec<TbPlan>,
     pub rank_tbs: Vec<Vec<usize>>,
@@ -118,12 +122,6 @@ fn bad(
 }
 
 pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
-    if p.coll != Collective::ReduceScatter {
-        return Err(ExecError::Unsupported(format!(
-            "collective {} (the CPU executor runs reduce-scatter)",
-            p.coll.display()
-        )));
-    }
     if p.ngpus < 1 || p.ngpus > 4096 {
         return Err(ExecError::Unsupported(format!(
             "ngpus={} out of range 1..4096",
@@ -201,10 +199,13 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
             waiters: Vec::new(),
         })
         .collect();
-    let max_steps = steps(p, &res, c, &s_chunks, &mut tbs)?;
+    let bufs = p.coll.buffers(c, n);
+    let max_steps = steps(p, &res, bufs, &s_chunks, &mut tbs)?;
     Ok(Plan {
+        coll: p.coll,
         nranks: n,
         c,
+        bufs,
         s_chunks,
         tbs,
         rank_tbs,
@@ -219,11 +220,10 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
 fn steps(
     p: &Program,
     res: &Resolved,
-    c: usize,
+    bufs: crate::ir::spec::Buffers,
     s_chunks: &[usize],
     tbs: &mut [TbPlan],
 ) -> Result<usize, ExecError> {
-    let n = res.ranks;
     let mut max_steps = 0;
     let mut waiters: Vec<Vec<usize>> = vec![Vec::new(); tbs.len()];
     for (me, t) in res.tbs.iter().enumerate() {
@@ -253,8 +253,8 @@ fn steps(
                         return Ok((b, 0));
                     }
                     let have = match b {
-                        Buf::Input => c,
-                        Buf::Output => c / n,
+                        Buf::Input => bufs.i_chunks,
+                        Buf::Output => bufs.o_chunks,
                         Buf::Scratch => s_chunks[r],
                     };
                     if off < 0 || off as usize + cnt > have {

@@ -1,16 +1,32 @@
-//! The Algorithm IR: what synthesis produces. A chunk-level reduce-scatter
-//! is one in-tree per chunk, rooted at the chunk's owner: every other rank
-//! sends its partial sum of that chunk to its parent exactly once, after it
-//! has received (and added) the partial sums of all its children.
+//! The Algorithm IR: what synthesis produces, per chunk a tree of
+//! transfers with their order.
+//!
+//! - **reduce** edges (`transfers`): one in-tree per chunk, rooted at the
+//!   chunk's owner: every other rank sends its partial sum of that chunk
+//!   to its parent exactly once, after it has received (and added) the
+//!   partial sums of all its children.
+//! - **copy** edges (`bcast`): one out-tree per chunk, rooted at the
+//!   chunk's owner: every other rank receives the chunk exactly once and
+//!   then forwards it to its children.
+//!
+//! A reduce-scatter has reduce edges only, an allgather copy edges only,
+//! an allreduce both: each chunk's reduction ends at its owner and its
+//! broadcast starts there, later. An allgather is the dual of a
+//! reduce-scatter — every edge reversed and time reversed
+//! ([`Algorithm::allgather_dual`]) — so a reduce-scatter synthesized on the
+//! reversed topology is an allgather on this one, with the same link
+//! loads; an allreduce is a reduce-scatter followed by an allgather over
+//! the same chunking ([`Algorithm::allreduce`]).
 //!
 //! Routes are not part of the Algorithm: a tree edge is a GPU-to-GPU send,
 //! and the topology decides which links it crosses.
 
+use super::program::Collective;
 use super::spec::Spec;
 use std::fmt;
 
-/// One tree edge: `src` sends its partial sum of `chunk` to `dst`, which
-/// adds it to its own.
+/// One tree edge: `src` sends its partial sum (reduce edge) or its copy
+/// (copy edge) of `chunk` to `dst`, which adds it to its own or stores it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Transfer {
     /// Logical time: a transfer may start once all transfers into `src`
@@ -30,10 +46,13 @@ pub struct Transfer {
 pub struct Algorithm {
     pub name: String,
     pub spec: Spec,
+    /// Reduce edges: per chunk an in-tree to its owner.
     pub transfers: Vec<Transfer>,
+    /// Copy edges: per chunk an out-tree from its owner.
+    pub bcast: Vec<Transfer>,
 }
 
-/// Why an Algorithm is not a valid reduce-scatter.
+/// Why an Algorithm is not a valid schedule of its op.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AlgorithmError(pub String);
 
@@ -46,25 +65,215 @@ impl fmt::Display for AlgorithmError {
 impl std::error::Error for AlgorithmError {}
 
 impl Algorithm {
+    /// A reduce-scatter from its in-trees.
+    pub fn reduce_scatter(name: impl Into<String>, spec: Spec, transfers: Vec<Transfer>) -> Self {
+        Algorithm {
+            name: name.into(),
+            spec,
+            transfers,
+            bcast: Vec::new(),
+        }
+    }
+
+    /// Every edge of either kind.
+    pub fn edges(&self) -> impl Iterator<Item = &Transfer> {
+        self.transfers.iter().chain(&self.bcast)
+    }
+
     /// Number of logical channels used.
     pub fn num_channels(&self) -> usize {
-        self.transfers
-            .iter()
-            .map(|t| t.channel + 1)
-            .max()
-            .unwrap_or(1)
+        self.edges().map(|t| t.channel + 1).max().unwrap_or(1)
     }
 
     /// Largest step + 1.
     pub fn num_steps(&self) -> usize {
-        self.transfers.iter().map(|t| t.step + 1).max().unwrap_or(0)
+        self.edges().map(|t| t.step + 1).max().unwrap_or(0)
+    }
+
+    /// The allgather dual of this reduce-scatter: every edge reversed and
+    /// its step mirrored (step' = steps − 1 − step), so a rank forwards a
+    /// chunk after it received it, and the owner's sends come first. A
+    /// reduce-scatter made for the reversed topology is an allgather for
+    /// this one that loads every link as the reduce-scatter loads its
+    /// reverse.
+    pub fn allgather_dual(&self) -> Algorithm {
+        let last = self.num_steps().saturating_sub(1);
+        let bcast = self
+            .transfers
+            .iter()
+            .map(|t| Transfer {
+                step: last - t.step,
+                chunk: t.chunk,
+                src: t.dst,
+                dst: t.src,
+                channel: t.channel,
+            })
+            .collect();
+        Algorithm {
+            name: self.name.clone(),
+            spec: Spec {
+                coll: Collective::AllGather,
+                ..self.spec
+            },
+            transfers: Vec::new(),
+            bcast,
+        }
+    }
+
+    /// The allreduce that runs reduce-scatter `rs` and then allgather
+    /// `ag` over the same chunking: `ag`'s steps follow all of `rs`'s, so
+    /// each chunk is broadcast from its owner once its reduction is there.
+    pub fn allreduce(rs: &Algorithm, ag: &Algorithm) -> Algorithm {
+        let off = rs.num_steps();
+        Algorithm {
+            name: rs.name.clone(),
+            spec: Spec {
+                coll: Collective::AllReduce,
+                ..rs.spec
+            },
+            transfers: rs.transfers.clone(),
+            bcast: ag
+                .bcast
+                .iter()
+                .map(|t| Transfer {
+                    step: t.step + off,
+                    ..*t
+                })
+                .collect(),
+        }
+    }
+
+    /// Check the trees the op needs: reduce in-trees for reduce-scatter
+    /// and allreduce, copy out-trees for allgather and allreduce, none of
+    /// the other kind; in an allreduce every rank's broadcast receive comes
+    /// after its reduce send, and the owner's broadcast after its
+    /// reduction.
+    pub fn check(&self) -> Result<(), AlgorithmError> {
+        let reduces = self.spec.coll.reduces();
+        let copies = self.spec.coll != Collective::ReduceScatter;
+        let op = self.spec.coll.display();
+        if !reduces && !self.transfers.is_empty() {
+            return Err(AlgorithmError(format!("a {op} has no reduce transfers")));
+        }
+        if !copies && !self.bcast.is_empty() {
+            return Err(AlgorithmError(format!("a {op} has no copy transfers")));
+        }
+        if reduces {
+            self.check_reduce()?;
+        }
+        if copies {
+            self.check_bcast()?;
+        }
+        if reduces && copies {
+            self.check_phases()?;
+        }
+        Ok(())
+    }
+
+    /// Allreduce order: per chunk, a rank's broadcast receive follows its
+    /// reduce send, and the owner's broadcast sends follow every reduce
+    /// transfer into it.
+    fn check_phases(&self) -> Result<(), AlgorithmError> {
+        let n = self.spec.ranks;
+        let total = self.spec.total_chunks();
+        // Latest reduce event per (chunk, rank): its send, or for the
+        // owner its last receive.
+        let mut done = vec![0usize; total * n];
+        let mut has = vec![false; total * n];
+        for t in &self.transfers {
+            for (r, s) in [(t.src, t.step), (t.dst, t.step)] {
+                let i = t.chunk * n + r;
+                if !has[i] || s > done[i] {
+                    done[i] = s;
+                    has[i] = true;
+                }
+            }
+        }
+        for t in &self.bcast {
+            for r in [t.src, t.dst] {
+                let i = t.chunk * n + r;
+                if r == t.src && r != self.spec.owner(t.chunk) {
+                    continue;
+                }
+                if has[i] && t.step <= done[i] {
+                    return Err(AlgorithmError(format!(
+                        "chunk {}: broadcast {} -> {} at step {} does not follow rank {r}'s reduction (step {})",
+                        t.chunk, t.src, t.dst, t.step, done[i]
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Per chunk an out-tree from the owner: every other rank receives
+    /// exactly once, the owner never receives, nothing goes to itself, and
+    /// a rank forwards only after its own receive (strictly larger step).
+    fn check_bcast(&self) -> Result<(), AlgorithmError> {
+        let n = self.spec.ranks;
+        let total = self.spec.total_chunks();
+        let mut got: Vec<Option<usize>> = vec![None; total * n];
+        for t in &self.bcast {
+            if t.chunk >= total || t.src >= n || t.dst >= n {
+                return Err(AlgorithmError(format!(
+                    "transfer {t:?} names a chunk or rank out of range"
+                )));
+            }
+            if t.src == t.dst {
+                return Err(AlgorithmError(format!("transfer {t:?} sends to itself")));
+            }
+            if t.dst == self.spec.owner(t.chunk) {
+                return Err(AlgorithmError(format!(
+                    "chunk {} is broadcast back to its owner rank {}",
+                    t.chunk, t.dst
+                )));
+            }
+            let g = &mut got[t.chunk * n + t.dst];
+            if g.is_some() {
+                return Err(AlgorithmError(format!(
+                    "rank {} receives chunk {} twice",
+                    t.dst, t.chunk
+                )));
+            }
+            *g = Some(t.step);
+        }
+        for t in &self.bcast {
+            if t.src == self.spec.owner(t.chunk) {
+                continue;
+            }
+            match got[t.chunk * n + t.src] {
+                Some(s) if s < t.step => {}
+                Some(s) => {
+                    return Err(AlgorithmError(format!(
+                        "chunk {}: rank {} forwards at step {} before receiving at step {s}",
+                        t.chunk, t.src, t.step
+                    )))
+                }
+                None => {
+                    return Err(AlgorithmError(format!(
+                        "chunk {}: rank {} forwards a chunk it never receives",
+                        t.chunk, t.src
+                    )))
+                }
+            }
+        }
+        for c in 0..total {
+            for r in 0..n {
+                if r != self.spec.owner(c) && got[c * n + r].is_none() {
+                    return Err(AlgorithmError(format!("rank {r} never receives chunk {c}")));
+                }
+            }
+        }
+        // Steps strictly increase along tree edges, so the edges cannot
+        // cycle: every rank's receive chain leads back to the owner.
+        Ok(())
     }
 
     /// Check the tree structure: per chunk, every non-owner rank sends
     /// exactly once, the owner never sends, nothing is sent to itself, the
     /// edges reach the owner (no cycles), and a rank sends only after all
     /// its children's transfers (strictly larger step).
-    pub fn check(&self) -> Result<(), AlgorithmError> {
+    fn check_reduce(&self) -> Result<(), AlgorithmError> {
         let n = self.spec.ranks;
         let total = self.spec.total_chunks();
         // Transfers grouped by chunk (a CSR of indices), then one reusable
@@ -138,5 +347,96 @@ impl Algorithm {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 3-rank chain per chunk: the two others send to the owner in turn,
+    /// the far one through the near one.
+    fn chain_rs() -> Algorithm {
+        let spec = Spec::reduce_scatter(3, 1);
+        let mut t = Vec::new();
+        for c in 0..3 {
+            let (near, far) = ((c + 1) % 3, (c + 2) % 3);
+            t.push(Transfer {
+                step: 0,
+                chunk: c,
+                src: far,
+                dst: near,
+                channel: 0,
+            });
+            t.push(Transfer {
+                step: 1,
+                chunk: c,
+                src: near,
+                dst: c,
+                channel: 0,
+            });
+        }
+        Algorithm::reduce_scatter("chain", spec, t)
+    }
+
+    #[test]
+    fn the_dual_is_a_broadcast_from_the_owner() {
+        let rs = chain_rs();
+        rs.check().unwrap();
+        let ag = rs.allgather_dual();
+        ag.check().unwrap();
+        assert_eq!(ag.spec.coll, Collective::AllGather);
+        assert!(ag.transfers.is_empty());
+        // The owner sends first (mirrored step 0), the near rank forwards.
+        let c0: Vec<_> = ag.bcast.iter().filter(|t| t.chunk == 0).collect();
+        assert!(c0.iter().any(|t| (t.src, t.dst, t.step) == (0, 1, 0)));
+        assert!(c0.iter().any(|t| (t.src, t.dst, t.step) == (1, 2, 1)));
+        let ar = Algorithm::allreduce(&rs, &ag);
+        ar.check().unwrap();
+        assert_eq!(ar.num_steps(), 4);
+    }
+
+    #[test]
+    fn broken_broadcasts_are_refused() {
+        let ag = chain_rs().allgather_dual();
+        let mut twice = ag.clone();
+        twice.bcast.push(Transfer {
+            step: 3,
+            ..ag.bcast[0]
+        });
+        assert!(twice.check().unwrap_err().0.contains("twice"));
+        let mut early = ag.clone();
+        // The near rank forwards chunk 0 before it has it.
+        for t in early
+            .bcast
+            .iter_mut()
+            .filter(|t| t.chunk == 0 && t.src == 1)
+        {
+            t.step = 0;
+        }
+        assert!(early.check().unwrap_err().0.contains("before receiving"));
+        let mut missing = ag.clone();
+        missing.bcast.retain(|t| !(t.chunk == 2 && t.dst == 1));
+        assert!(missing.check().is_err());
+        let mut back = ag.clone();
+        back.bcast[0].dst = ag.spec.owner(back.bcast[0].chunk);
+        assert!(back.check().is_err());
+        // Reduce edges in an allgather, copy edges in a reduce-scatter.
+        let mut mixed = ag.clone();
+        mixed.transfers = chain_rs().transfers;
+        assert!(mixed.check().is_err());
+    }
+
+    #[test]
+    fn an_allreduce_broadcasts_only_after_its_reduction() {
+        let rs = chain_rs();
+        let ag = rs.allgather_dual();
+        // Without the step offset the owner would broadcast at step 0,
+        // before its reduction at step 1 is in.
+        let mut ar = Algorithm::allreduce(&rs, &ag);
+        for (t, s) in ar.bcast.iter_mut().zip(&ag.bcast) {
+            t.step = s.step;
+        }
+        assert!(ar.check().unwrap_err().0.contains("does not follow"));
     }
 }

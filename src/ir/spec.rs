@@ -1,20 +1,30 @@
 //! The collective specification: what must be computed, independent of how.
+//!
+//! Pre- and post-conditions as data (SCCL style), over `ranks` ranks and
+//! `ranks * chunks` global chunks; global chunk c belongs to rank
+//! `c / chunks` ([`Spec::owner`]):
+//!
+//! | op | pre: rank r holds | post: rank r holds |
+//! |---|---|---|
+//! | reduce-scatter | input chunks 0..C (every global chunk) | output chunk k = Σ over ranks q of q's input chunk `r·chunks + k`, each contribution exactly once |
+//! | allgather | input chunk k = its own global chunk `r·chunks + k` | output chunk c = an exact copy of the owner's input of global chunk c, for every c |
+//! | allreduce | input chunks 0..C | output chunk c = Σ over ranks q of q's input chunk c, for every c |
+//!
+//! The buffers' sizes and in-place aliasing per op are MSCCL's
+//! (../shared/reference/msccl-xml.md §5.2): [`Collective::buffers`].
 
 use super::program::Collective;
 
-/// Reduce-scatter over `ranks` ranks, each rank's output shard cut into
-/// `chunks` chunks (so the full input buffer holds `ranks * chunks`).
-///
-/// Pre-condition: every rank r holds input chunks 0..ranks*chunks.
-/// Post-condition: rank r's output chunk k holds the sum over all ranks q of
-/// q's input chunk `r*chunks + k`, each contribution exactly once.
+/// A collective over `ranks` ranks, each rank's shard cut into `chunks`
+/// chunks (so the full buffer holds `ranks * chunks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Spec {
     pub coll: Collective,
     pub ranks: usize,
-    /// Chunks per rank's output shard.
+    /// Chunks per rank's shard.
     pub chunks: usize,
-    /// The schedule must be correct when `o` aliases `i[rank*chunks..]`.
+    /// The schedule must be correct when the buffers alias as the op's
+    /// in-place call does ([`Collective::buffers`]).
     pub inplace: bool,
     /// The schedule must be correct with separate `i` and `o` (then it may
     /// never write `i`).
@@ -22,21 +32,93 @@ pub struct Spec {
 }
 
 impl Spec {
-    pub fn reduce_scatter(ranks: usize, chunks: usize) -> Self {
+    pub fn new(coll: Collective, ranks: usize, chunks: usize) -> Self {
         Spec {
-            coll: Collective::ReduceScatter,
+            coll,
             ranks,
             chunks,
             inplace: true,
             outofplace: true,
         }
     }
-    /// Total chunks of the full input buffer (`nchunksperloop`).
+    pub fn reduce_scatter(ranks: usize, chunks: usize) -> Self {
+        Spec::new(Collective::ReduceScatter, ranks, chunks)
+    }
+    /// Total chunks of the full buffer (`nchunksperloop`).
     pub fn total_chunks(&self) -> usize {
         self.ranks * self.chunks
     }
-    /// The rank that owns (ends with the reduction of) global chunk `c`.
+    /// The rank global chunk `c` belongs to: where its reduction ends
+    /// (reduce-scatter), where its broadcast starts (allgather), where the
+    /// two meet (allreduce).
     pub fn owner(&self, c: usize) -> usize {
         c / self.chunks
+    }
+}
+
+/// One rank's buffers for an op: chunks of `i` and `o`, and where `i`
+/// and `o` meet in an in-place call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buffers {
+    pub i_chunks: usize,
+    pub o_chunks: usize,
+    pub alias: Alias,
+}
+
+/// How an in-place call's buffers overlap (msccl-xml.md §5.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alias {
+    /// `o` is `i[rank·chunks ..]` (reduce-scatter).
+    OutInInput,
+    /// `i` is `o[rank·chunks ..]` (allgather).
+    InputInOut,
+    /// `o` is `i` (allreduce).
+    Same,
+}
+
+impl Collective {
+    /// Rank buffers for `total` chunks per loop over `ranks` ranks.
+    pub fn buffers(self, total: usize, ranks: usize) -> Buffers {
+        let shard = total / ranks.max(1);
+        match self {
+            Collective::ReduceScatter => Buffers {
+                i_chunks: total,
+                o_chunks: shard,
+                alias: Alias::OutInInput,
+            },
+            Collective::AllGather => Buffers {
+                i_chunks: shard,
+                o_chunks: total,
+                alias: Alias::InputInOut,
+            },
+            Collective::AllReduce => Buffers {
+                i_chunks: total,
+                o_chunks: total,
+                alias: Alias::Same,
+            },
+        }
+    }
+    /// Whether the op reduces (its transfers may add).
+    pub fn reduces(self) -> bool {
+        !matches!(self, Collective::AllGather)
+    }
+    /// The `--op` spelling.
+    pub fn parse(s: &str) -> Option<Collective> {
+        match s {
+            "reduce-scatter" | "reducescatter" | "reduce_scatter" | "rs" => {
+                Some(Collective::ReduceScatter)
+            }
+            "allgather" | "all-gather" | "ag" => Some(Collective::AllGather),
+            "allreduce" | "all-reduce" | "ar" => Some(Collective::AllReduce),
+            _ => None,
+        }
+    }
+    /// The short name files are named by (`rs`, `ag`, `ar`).
+    pub fn short(self) -> &'static str {
+        match self {
+            Collective::ReduceScatter => "rs",
+            Collective::AllGather => "ag",
+            Collective::AllReduce => "ar",
+        }
     }
 }

@@ -149,6 +149,55 @@ impl Topology {
         self.ranks.len()
     }
 
+    /// The same machine with every link's direction reversed: where a
+    /// reduce-scatter made for it is, reversed in time, an allgather for
+    /// this one (ir/algorithm.rs).
+    pub fn reversed(&self) -> Topology {
+        let mut g: DiGraph<Node, Link> =
+            DiGraph::with_capacity(self.graph.node_count(), self.graph.edge_count());
+        for n in self.graph.node_indices() {
+            g.add_node(self.graph[n].clone());
+        }
+        for e in self.graph.edge_references() {
+            g.add_edge(e.target(), e.source(), e.weight().clone());
+        }
+        Topology {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            graph: g,
+            ranks: self.ranks.clone(),
+        }
+    }
+
+    /// Whether every link has a reverse of equal rate, α, count and kind
+    /// (then [`Topology::reversed`] is the same machine).
+    pub fn is_symmetric(&self) -> bool {
+        type Key = (usize, usize, u64, u64, u32, String);
+        let key = |a: NodeIndex, b: NodeIndex, l: &Link| -> Key {
+            (
+                a.index(),
+                b.index(),
+                l.bw_gbps.to_bits(),
+                l.alpha_us.to_bits(),
+                l.count,
+                l.kind.clone(),
+            )
+        };
+        let mut fwd: Vec<Key> = self
+            .graph
+            .edge_references()
+            .map(|e| key(e.source(), e.target(), e.weight()))
+            .collect();
+        let mut rev: Vec<Key> = self
+            .graph
+            .edge_references()
+            .map(|e| key(e.target(), e.source(), e.weight()))
+            .collect();
+        fwd.sort_unstable();
+        rev.sort_unstable();
+        fwd == rev
+    }
+
     pub fn node(&self, n: NodeIndex) -> &Node {
         &self.graph[n]
     }

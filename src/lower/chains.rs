@@ -1,11 +1,19 @@
 //! Chains (items 2 and 3 of the module doc): per rank and run, the
-//! operations the tree gives — receive-and-reduce each child's partial sum
-//! into an accumulator, then send it to the parent (a leaf just sends its
-//! input) — each keyed by its transfer (step, send-or-receive, chunk, src,
-//! dst).
+//! operations the trees give, each keyed by its transfer (step,
+//! send-or-receive, chunk, src, dst):
+//! - reduce in-tree: receive-and-reduce each child's partial sum into an
+//!   accumulator, then send it to the parent (a leaf just sends its input);
+//! - copy out-tree: receive the chunk from the parent into its output slot
+//!   (the owner copies its input there), then send it to each child. Each
+//!   send is its own chain behind the receive (they wait for it, not for
+//!   each other); with one child the receive and send fuse into `rcs`.
+//!
+//! An allreduce runs both per chunk: the broadcast receive follows the
+//! rank's reduce send (under in-place aliasing it overwrites the input
+//! that send read), and the owner's broadcast follows its reduction.
 
 use super::runs::{chunks_per_block, Block, Runs};
-use crate::ir::Algorithm;
+use crate::ir::{Algorithm, Collective};
 use rustc_hash::FxHashMap as HashMap;
 
 /// A slot an operation names, before scratch allocation.
@@ -21,6 +29,8 @@ pub(super) enum Slot {
 pub(super) enum OpKind {
     /// Receive from `peer`, add `src`, write `dst`.
     RecvReduce,
+    /// Receive from `peer` into `dst`.
+    Recv,
     /// Send `src` to `peer`.
     Send,
     /// dst = src (a single rank).
@@ -57,6 +67,7 @@ struct Ctx<'a, F> {
     runs: &'a Runs,
     cps: usize,
     mchan: &'a F,
+    coll: Collective,
 }
 
 /// Chunks in blocks [rs, re).
@@ -70,6 +81,7 @@ pub(super) fn build(
     blocks: &[Block],
     runs: &Runs,
     per_chunk: &[Vec<(usize, usize, usize, usize)>],
+    per_bcast: &[Vec<(usize, usize, usize, usize)>],
     mchan: &impl Fn(usize, usize) -> usize,
     ranks: std::ops::Range<usize>,
 ) -> Vec<RankChains> {
@@ -81,7 +93,7 @@ pub(super) fn build(
     let cps = spec.chunks;
     let lo = ranks.start;
     let mut per_rank = vec![0usize; ranks.len()];
-    for t in &alg.transfers {
+    for t in alg.edges() {
         if ranks.contains(&t.src) {
             per_rank[t.src - lo] += 1;
         }
@@ -103,7 +115,11 @@ pub(super) fn build(
         runs,
         cps,
         mchan,
+        coll: spec.coll,
     };
+    let mut bkids: Vec<(usize, usize, usize, usize)> = Vec::new();
+    let mut bkid_start = vec![0usize; n + 1];
+    let mut bparent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
     let mut by_dst: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut child_start = vec![0usize; n + 1];
     let mut parent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
@@ -124,15 +140,155 @@ pub(super) fn build(
         for v in 0..n {
             child_start[v + 1] += child_start[v];
         }
+        // The copy out-tree: per rank its parent (src, step, channel) and
+        // its children (src, step, dst, channel) sorted by source.
+        bkids.clear();
+        bkids.extend(
+            per_bcast[b.start]
+                .iter()
+                .map(|&(src, dst, step, ch)| (src, step, dst, ch)),
+        );
+        bkids.sort_unstable();
+        bkid_start.iter_mut().for_each(|x| *x = 0);
+        bparent.iter_mut().for_each(|x| *x = None);
+        for &(src, step, dst, ch) in &bkids {
+            bkid_start[src + 1] += 1;
+            bparent[dst] = Some((src, step, ch));
+        }
+        for v in 0..n {
+            bkid_start[v + 1] += bkid_start[v];
+        }
         for v in ranks.clone() {
             let children = &by_dst[child_start[v]..child_start[v + 1]];
-            out[v - lo].push_run(&cx, v, bi, children, parent[v]);
+            let rc = &mut out[v - lo];
+            match spec.coll {
+                Collective::ReduceScatter => rc.push_run(&cx, v, bi, children, parent[v]),
+                Collective::AllGather | Collective::AllReduce => {
+                    let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
+                    rc.push_both(&cx, v, bi, children, parent[v], bparent[v], kids)
+                }
+            }
         }
     }
     out
 }
 
 impl RankChains {
+    /// Rank v's chains for block `bi` of an allgather or allreduce (runs
+    /// are blocks there): the reduce chain (allreduce only: `children`,
+    /// `parent` as in [`RankChains::push_run`]), then the broadcast —
+    /// receive from `bparent` (src, step, channel) into the output slot,
+    /// or at the owner its reduced (allreduce) or copied (allgather)
+    /// output — and one send per child in `bkids` (src, step, dst,
+    /// channel).
+    #[allow(clippy::too_many_arguments)]
+    fn push_both<F: Fn(usize, usize) -> usize>(
+        &mut self,
+        cx: &Ctx<F>,
+        v: usize,
+        bi: usize,
+        children: &[(usize, usize, usize, usize)],
+        parent: Option<(usize, usize, usize)>,
+        bparent: Option<(usize, usize, usize)>,
+        bkids: &[(usize, usize, usize, usize)],
+    ) {
+        let b = &cx.blocks[bi];
+        let (c0, cnt) = (b.start as u32, b.len as u32);
+        let vv = v as u32;
+        let is_root = v == b.owner;
+        let out = Slot::Out(c0);
+        let chain_start = self.chain_ops.len();
+        if cx.coll == Collective::AllReduce {
+            // The reduction: into o at the owner, scratch elsewhere.
+            let acc = if is_root { out } else { Slot::Acc(c0) };
+            for (j, &(_, step, src, ch)) in children.iter().enumerate() {
+                self.push_op(Op {
+                    kind: OpKind::RecvReduce,
+                    key: (step as u32, 1, c0, src as u32, vv),
+                    chan: (cx.mchan)(ch, step) as u32,
+                    peer: src as u32,
+                    src: if j == 0 { Slot::In(c0) } else { acc },
+                    dst: acc,
+                    cnt,
+                });
+            }
+            if let Some((dst, step, ch)) = parent {
+                self.push_op(Op {
+                    kind: OpKind::Send,
+                    key: (step as u32, 0, c0, vv, dst as u32),
+                    chan: (cx.mchan)(ch, step) as u32,
+                    peer: dst as u32,
+                    src: if children.is_empty() {
+                        Slot::In(c0)
+                    } else {
+                        acc
+                    },
+                    dst: Slot::In(c0),
+                    cnt,
+                });
+            } else if children.is_empty() {
+                self.push_copy(vv, c0, Slot::In(c0), out, cnt);
+            }
+        } else if is_root {
+            let own = Slot::In(c0 - (v * cx.cps) as u32);
+            self.push_copy(vv, c0, own, out, cnt);
+        }
+        if let Some((src, step, ch)) = bparent {
+            self.push_op(Op {
+                kind: OpKind::Recv,
+                key: (step as u32, 1, c0, src as u32, vv),
+                chan: (cx.mchan)(ch, step) as u32,
+                peer: src as u32,
+                src: out,
+                dst: out,
+                cnt,
+            });
+        }
+        // The broadcast's head: the last op so far (the receive, or the
+        // owner's reduction or copy). The first send continues the chain;
+        // every further send is a chain of its own behind the head.
+        let head = *self.chain_ops.last().expect("a broadcast head");
+        let mut first_end = self.chain_ops.len();
+        for (k, &(_, step, dst, ch)) in bkids.iter().enumerate() {
+            let op = Op {
+                kind: OpKind::Send,
+                key: (step as u32, 0, c0, vv, dst as u32),
+                chan: (cx.mchan)(ch, step) as u32,
+                peer: dst as u32,
+                src: out,
+                dst: out,
+                cnt,
+            };
+            if k == 0 {
+                self.push_op(op);
+                first_end = self.chain_ops.len();
+            } else {
+                let s = self.chain_ops.len();
+                self.chain_ops.push(head);
+                self.push_op(op);
+                self.chains.push(s..self.chain_ops.len());
+            }
+        }
+        self.chains.push(chain_start..first_end);
+    }
+
+    fn push_op(&mut self, op: Op) {
+        self.chain_ops.push(self.ops.len());
+        self.ops.push(op);
+    }
+
+    fn push_copy(&mut self, v: u32, c0: u32, src: Slot, dst: Slot, cnt: u32) {
+        self.push_op(Op {
+            kind: OpKind::Copy,
+            key: (0, 0, c0, v, v),
+            chan: 0,
+            peer: v,
+            src,
+            dst,
+            cnt,
+        });
+    }
+
     /// Rank v's chain for its run containing block `bi`, built at the
     /// run's first block (elsewhere nothing): `children` are v's children
     /// (dst, step, src, channel) in block bi's tree, `parent` its parent

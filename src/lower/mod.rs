@@ -1,4 +1,4 @@
-//! Lowering: Algorithm (per-chunk reduction trees) → Program (MSCCL
+//! Lowering: Algorithm (per-chunk reduce and copy trees) → Program (MSCCL
 //! threadblocks, channels, steps, dependencies).
 //!
 //! One mechanism does it all (docs/architecture.md "Lowering"):
@@ -101,18 +101,12 @@ impl LowerError {
 
 /// Lower an Algorithm into a Program that fits `opts.runtime`'s limits.
 pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError> {
-    if alg.spec.coll != Collective::ReduceScatter {
-        return Err(LowerError::Algorithm(format!(
-            "lowering supports reduce-scatter, not {}",
-            alg.spec.coll.display()
-        )));
-    }
     let max_steps = opts.runtime.max_steps();
     let steps = alg.num_steps().max(1);
     // Skip the one-window attempt when some connection alone would carry
     // more transfers than a threadblock may have steps.
     let mut per_conn: HashMap<(usize, usize, usize), usize> = HashMap::default();
-    for t in &alg.transfers {
+    for t in alg.edges() {
         *per_conn.entry((t.src, t.dst, t.channel)).or_default() += 1;
     }
     let blocks_hint = alg.spec.chunks.max(1);
@@ -185,8 +179,9 @@ fn lower_with_window(
     let nwin = alg.num_steps().max(1).div_ceil(window);
     let mchan = |logical: usize, step: usize| logical * nwin + step / window;
 
-    let per_chunk = runs::per_chunk(alg);
-    let blocks = runs::blocks(spec, &per_chunk);
+    let per_chunk = runs::per_chunk(&alg.transfers, total);
+    let per_bcast = runs::per_chunk(&alg.bcast, total);
+    let blocks = runs::blocks(spec, &per_chunk, &per_bcast);
     // Ranks are independent from here on: lower contiguous ranges of them
     // on the available cores (large programs only).
     let parts_n = crate::par::threads(n / 64);
@@ -194,10 +189,20 @@ fn lower_with_window(
     let ranges: Vec<std::ops::Range<usize>> = (0..parts_n)
         .map(|k| k * per..((k + 1) * per).min(n))
         .collect();
-    let runs = Runs::new(n, &blocks, &per_chunk);
-    let parts = crate::par::map(&ranges, |r| {
-        lower_ranks(alg, &blocks, &runs, &per_chunk, &mchan, r.clone())
-    });
+    // Messages that span blocks are a reduce-scatter's (a rank's whole
+    // subtree agrees); a broadcast moves block by block.
+    let runs = if spec.coll == Collective::ReduceScatter {
+        Runs::new(n, &blocks, &per_chunk)
+    } else {
+        Runs::blocks_only(n)
+    };
+    let trees = Trees {
+        blocks: &blocks,
+        runs: &runs,
+        per_chunk: &per_chunk,
+        per_bcast: &per_bcast,
+    };
+    let parts = crate::par::map(&ranges, |r| lower_ranks(alg, &trees, &mchan, r.clone()));
     let mut gpus = Vec::with_capacity(n);
     let mut max_chan = 0usize;
     for (g, m) in parts {
@@ -207,7 +212,7 @@ fn lower_with_window(
     Ok(Program {
         name: opts.name.clone(),
         proto: opts.proto,
-        coll: Collective::ReduceScatter,
+        coll: spec.coll,
         runtime: opts.runtime,
         nchannels: max_chan as i64 + 1,
         nchunksperloop: total as i64,
@@ -220,41 +225,55 @@ fn lower_with_window(
     })
 }
 
+/// The blocks, runs and per-chunk trees (reduce and copy edges as (src,
+/// dst, step, channel)) every rank's lowering reads.
+struct Trees<'a> {
+    blocks: &'a [Block],
+    runs: &'a Runs,
+    per_chunk: &'a [Vec<(usize, usize, usize, usize)>],
+    per_bcast: &'a [Vec<(usize, usize, usize, usize)>],
+}
+
 /// Lower ranks `ranks` (all blocks): their threadblocks, and the largest
 /// channel they use.
 fn lower_ranks(
     alg: &Algorithm,
-    blocks: &[Block],
-    runs: &Runs,
-    per_chunk: &[Vec<(usize, usize, usize, usize)>],
+    t: &Trees,
     mchan: &impl Fn(usize, usize) -> usize,
     ranks: std::ops::Range<usize>,
 ) -> (Vec<GpuProgram>, usize) {
     let spec = alg.spec;
-    let total = spec.total_chunks();
-    let cps = spec.chunks;
-    let rank_chains = chains::build(alg, blocks, runs, per_chunk, mchan, ranks.clone());
+    let bufs = spec.coll.buffers(spec.total_chunks(), spec.ranks);
+    let rank_chains = chains::build(
+        alg,
+        t.blocks,
+        t.runs,
+        t.per_chunk,
+        t.per_bcast,
+        mchan,
+        ranks.clone(),
+    );
     let mut gpus = Vec::with_capacity(ranks.len());
     let mut max_chan = 0usize;
     for (v, rc) in ranks.zip(&rank_chains) {
-        let (gpu, m) = lower_rank(v, rc, total, cps);
+        let (gpu, m) = lower_rank(v, rc, bufs);
         max_chan = max_chan.max(m);
         gpus.push(gpu);
     }
     (gpus, max_chan)
 }
 
-/// Rank v's program from its chains (`total` chunks per loop, `cps` per
-/// shard), and the largest channel it uses.
-fn lower_rank(v: usize, rc: &RankChains, total: usize, cps: usize) -> (GpuProgram, usize) {
+/// Rank v's program from its chains (`bufs` its buffers), and the
+/// largest channel it uses.
+fn lower_rank(v: usize, rc: &RankChains, bufs: crate::ir::spec::Buffers) -> (GpuProgram, usize) {
     let pl = threadblocks::place(rc);
     let (acc_ranges, s_chunks) = steps::scratch(&rc.ops, &pl.tb_steps);
     let dep_of = steps::dependencies(rc, &pl.pos_of_op);
     let (tbs, max_chan) = steps::threadblocks(&rc.ops, &pl, &acc_ranges, &dep_of);
     let gpu = GpuProgram {
         id: v as i64,
-        i_chunks: total as i64,
-        o_chunks: cps as i64,
+        i_chunks: bufs.i_chunks as i64,
+        o_chunks: bufs.o_chunks as i64,
         s_chunks: s_chunks as i64,
         tbs,
         line: 0,

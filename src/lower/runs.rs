@@ -4,7 +4,7 @@
 //! (`Runs`), cut further where a receiver's chains need it.
 
 use crate::ir::msccl::MAX_CNT;
-use crate::ir::{Algorithm, Spec};
+use crate::ir::{Spec, Transfer};
 
 /// Consecutive chunks of one owner with identical trees: they move as one
 /// multi-chunk step.
@@ -67,6 +67,14 @@ impl TreeView {
 }
 
 impl Runs {
+    /// Every run one block.
+    pub(super) fn blocks_only(n: usize) -> Runs {
+        Runs {
+            owner: vec![None; n],
+            cut: Vec::new(),
+        }
+    }
+
     pub(super) fn new(
         n: usize,
         blocks: &[Block],
@@ -224,12 +232,14 @@ pub(super) fn chunks_per_block(blocks: &[Block], total: usize) -> usize {
     total.div_ceil(blocks.len().max(1)).max(1)
 }
 
-/// Per chunk: its transfers (src, dst, step, channel) sorted, as the block
-/// signature.
-pub(super) fn per_chunk(alg: &Algorithm) -> Vec<Vec<(usize, usize, usize, usize)>> {
-    let total = alg.spec.total_chunks();
+/// Per chunk (of `total`): its transfers (src, dst, step, channel) sorted,
+/// as the block signature.
+pub(super) fn per_chunk(
+    transfers: &[Transfer],
+    total: usize,
+) -> Vec<Vec<(usize, usize, usize, usize)>> {
     let mut per_chunk: Vec<Vec<(usize, usize, usize, usize)>> = vec![Vec::new(); total];
-    for t in &alg.transfers {
+    for t in transfers {
         per_chunk[t.chunk].push((t.src, t.dst, t.step, t.channel));
     }
     for v in per_chunk.iter_mut() {
@@ -239,8 +249,12 @@ pub(super) fn per_chunk(alg: &Algorithm) -> Vec<Vec<(usize, usize, usize, usize)
 }
 
 /// The blocks: maximal runs of consecutive chunks of one owner with equal
-/// signatures, at most MAX_CNT chunks each.
-pub(super) fn blocks(spec: Spec, per_chunk: &[Vec<(usize, usize, usize, usize)>]) -> Vec<Block> {
+/// signatures (reduce and copy trees), at most MAX_CNT chunks each.
+pub(super) fn blocks(
+    spec: Spec,
+    per_chunk: &[Vec<(usize, usize, usize, usize)>],
+    per_bcast: &[Vec<(usize, usize, usize, usize)>],
+) -> Vec<Block> {
     let total = spec.total_chunks();
     let mut blocks: Vec<Block> = Vec::new();
     let mut block_of = vec![0usize; total];
@@ -251,6 +265,7 @@ pub(super) fn blocks(spec: Spec, per_chunk: &[Vec<(usize, usize, usize, usize)>]
                 && b.len < MAX_CNT
                 && b.start + b.len == c
                 && per_chunk[b.start] == per_chunk[c]
+                && per_bcast[b.start] == per_bcast[c]
             {
                 b.len += 1;
                 block_of[c] = blocks.len() - 1;

@@ -125,7 +125,7 @@ pub(super) fn threadblocks(
                     st = st.src(sb, so).dst(sb, so);
                     let _ = b;
                 }
-                StepKind::RecvReduceCopy | StepKind::Copy => {
+                StepKind::RecvReduceCopy | StepKind::RecvReduceCopySend | StepKind::Copy => {
                     let (sb, so) = place(oa.src);
                     let (db, dof) = place(oa.dst);
                     st = st.src(sb, so).dst(db, dof);
@@ -133,6 +133,11 @@ pub(super) fn threadblocks(
                 StepKind::Send => {
                     let (sb, so) = place(oa.src);
                     st = st.src(sb, so).dst(sb, so);
+                }
+                StepKind::Recv | StepKind::RecvCopySend => {
+                    // src is informational: where the peer took it from.
+                    let (db, dof) = place(oa.dst);
+                    st = st.src(db, dof).dst(db, dof);
                 }
                 _ => {}
             }

@@ -70,13 +70,18 @@ fn chain_links(rc: &RankChains) -> (Vec<usize>, Vec<u32>) {
 /// receive peer, send peer and the local copy.
 fn assign(rc: &RankChains, in_chains: &[u32]) -> (Vec<(u32, i64, i64)>, Vec<usize>) {
     let (rops, chains, cops) = (&rc.ops, &rc.chains, &rc.chain_ops);
-    // Fusable (chan, recv peer, send peer) candidates: the last receive
-    // of a chain followed by its send on the same channel.
+    // Fusable (chan, recv peer, send peer) candidates: a receive followed
+    // in its chain by a send on the same channel (a reduction's last
+    // receive and its send; a broadcast's receive and its first send).
     let mut cand: HashMap<(u32, u32, u32), usize> = HashMap::default();
     for chain in chains {
-        if chain.len() >= 2 && in_chains[cops[chain.end - 2]] == 1 {
-            let (a, b) = (&rops[cops[chain.end - 2]], &rops[cops[chain.end - 1]]);
-            if a.kind == OpKind::RecvReduce && b.kind == OpKind::Send && a.chan == b.chan {
+        for i in chain.start..chain.end.saturating_sub(1) {
+            if in_chains[cops[i]] != 1 {
+                continue;
+            }
+            let (a, b) = (&rops[cops[i]], &rops[cops[i + 1]]);
+            let recv = matches!(a.kind, OpKind::RecvReduce | OpKind::Recv);
+            if recv && b.kind == OpKind::Send && a.chan == b.chan {
                 *cand.entry((a.chan, a.peer, b.peer)).or_default() += 1;
             }
         }
@@ -98,10 +103,12 @@ fn assign(rc: &RankChains, in_chains: &[u32]) -> (Vec<(u32, i64, i64)>, Vec<usiz
     let mut tb_of_op = vec![0usize; rops.len()];
     for (i, o) in rops.iter().enumerate() {
         tb_of_op[i] = match o.kind {
-            OpKind::RecvReduce => *recv_tb.entry((o.chan, o.peer)).or_insert_with(|| {
-                tb_keys.push((o.chan, -1, o.peer as i64));
-                tb_keys.len() - 1
-            }),
+            OpKind::RecvReduce | OpKind::Recv => {
+                *recv_tb.entry((o.chan, o.peer)).or_insert_with(|| {
+                    tb_keys.push((o.chan, -1, o.peer as i64));
+                    tb_keys.len() - 1
+                })
+            }
             OpKind::Send => *send_tb.entry((o.chan, o.peer)).or_insert_with(|| {
                 tb_keys.push((o.chan, o.peer as i64, -1));
                 tb_keys.len() - 1
@@ -154,24 +161,35 @@ fn fuse(
         while i < list.len() {
             let a = &rops[list[i]];
             // Only the chain's last receive may fuse with its send: an
-            // earlier one would skip the remaining children.
-            let fuse = i + 1 < list.len() && next_in_chain[list[i]] == list[i + 1] && {
-                let b = &rops[list[i + 1]];
-                a.kind == OpKind::RecvReduce
-                    && b.kind == OpKind::Send
-                    && a.dst == b.src
-                    && matches!(a.dst, Slot::Acc(_))
-            };
+            // earlier one would skip the remaining children. A partial
+            // sum in scratch is sent without being kept (`rrs`); a value
+            // that lands in the output is kept and forwarded (`rrcs`,
+            // `rcs`).
+            let fused = (i + 1 < list.len() && next_in_chain[list[i]] == list[i + 1])
+                .then(|| {
+                    let b = &rops[list[i + 1]];
+                    if b.kind != OpKind::Send || a.dst != b.src {
+                        return None;
+                    }
+                    match (a.kind, a.dst) {
+                        (OpKind::RecvReduce, Slot::Acc(_)) => Some(StepKind::RecvReduceSend),
+                        (OpKind::RecvReduce, Slot::Out(_)) => Some(StepKind::RecvReduceCopySend),
+                        (OpKind::Recv, Slot::Out(_)) => Some(StepKind::RecvCopySend),
+                        _ => None,
+                    }
+                })
+                .flatten();
             let pos = tb_steps[t].len();
-            if fuse {
+            if let Some(kind) = fused {
                 pos_of_op[list[i]] = (t, pos);
                 pos_of_op[list[i + 1]] = (t, pos);
-                tb_steps[t].push((StepKind::RecvReduceSend, list[i], Some(list[i + 1])));
+                tb_steps[t].push((kind, list[i], Some(list[i + 1])));
                 i += 2;
             } else {
                 pos_of_op[list[i]] = (t, pos);
                 let kind = match a.kind {
                     OpKind::RecvReduce => StepKind::RecvReduceCopy,
+                    OpKind::Recv => StepKind::Recv,
                     OpKind::Send => StepKind::Send,
                     OpKind::Copy => StepKind::Copy,
                 };

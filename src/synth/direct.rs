@@ -76,5 +76,6 @@ pub fn direct_algorithm(spec: Spec) -> Algorithm {
         name: "direct".into(),
         spec,
         transfers,
+        bcast: Vec::new(),
     }
 }

@@ -103,6 +103,7 @@ pub fn algorithm(
             name: format!("{name}{lanes}"),
             spec: Spec::reduce_scatter(n, chunks),
             transfers,
+            bcast: Vec::new(),
         },
         levels,
     )

@@ -213,6 +213,7 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
         },
         spec,
         transfers,
+        bcast: Vec::new(),
     }
 }
 

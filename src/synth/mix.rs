@@ -286,5 +286,6 @@ pub fn combine(families: &[Algorithm], counts: &[usize], name: &str, spread: boo
         name: name.into(),
         spec,
         transfers,
+        bcast: Vec::new(),
     }
 }

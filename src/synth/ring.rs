@@ -382,6 +382,7 @@ pub fn ring_algorithm(spec: Spec, rings: &[Vec<usize>]) -> Algorithm {
         ),
         spec,
         transfers,
+        bcast: Vec::new(),
     }
 }
 

@@ -286,6 +286,7 @@ impl HopGraph {
             name: "tree".into(),
             spec,
             transfers,
+            bcast: Vec::new(),
         }
     }
 
@@ -364,6 +365,7 @@ impl HopGraph {
             name: "tree-pieced".into(),
             spec,
             transfers,
+            bcast: Vec::new(),
         }
     }
 

@@ -3,12 +3,13 @@
 //! family. Every rule by the name it is reported under (docs/verifier.md
 //! has the same table):
 //!
-//! - the program ([`program`]): `collective` (a reduce-scatter), `ngpus`
+//! - the program ([`program`]): `ngpus`
 //!   (≥ 1), `nchannels` (1..=32), `geometry` (nchunksperloop a positive
 //!   multiple of ngpus; in-place or out-of-place allowed), `bytes-window`
 //!   (0 ≤ minBytes; maxBytes 0 or ≥ minBytes), `gpu-ids` (one `<gpu>` per
 //!   rank).
-//! - each GPU ([`gpu`]): `geometry` (`i_chunks`, `o_chunks`, `s_chunks`),
+//! - each GPU ([`gpu`]): `geometry` (`i_chunks`, `o_chunks` as the op's
+//!   buffers have them, msccl-xml.md §5.2; `s_chunks` ≥ 0),
 //!   `gpu-ids` (≥ 1 threadblock), `tb-ids` (dense, unique), `tb-count` (the
 //!   runtime's id limit; the SM count), `parse-nodes` (< 4096 per rank).
 //! - its threadblocks ([`threadblocks`]): `peer` (−1 or another rank),
@@ -28,7 +29,7 @@
 
 use super::{VerifyError, VerifyOptions};
 use crate::ir::msccl;
-use crate::ir::{Buf, Collective, GpuProgram, Location, Program, StepKind, Threadblock};
+use crate::ir::{Buf, GpuProgram, Location, Program, StepKind, Threadblock};
 use std::collections::HashMap;
 
 /// Most TBs with a send (or receive) peer on one channel.
@@ -112,15 +113,6 @@ fn tb_at(r: i64, t: &Threadblock, step: Option<usize>) -> Location {
 
 /// The program-wide rules; false when the rest cannot be checked.
 fn program(p: &Program, errs: &mut Vec<VerifyError>) -> bool {
-    if p.coll != Collective::ReduceScatter {
-        fail!(
-            errs,
-            "collective",
-            "coll {} is not supported: rscc verifies reduce-scatter schedules",
-            p.coll.display()
-        );
-        return false;
-    }
     if p.ngpus < 1 {
         fail!(errs, "ngpus", "ngpus is {}; it must be at least 1", p.ngpus);
         return false;
@@ -194,36 +186,35 @@ fn program(p: &Program, errs: &mut Vec<VerifyError>) -> bool {
 fn gpu(p: &Program, g: &GpuProgram, opts: &VerifyOptions, errs: &mut Vec<VerifyError>) {
     let r = g.id;
     let n = p.ngpus as usize;
-    let cps = p.nchunksperloop / p.ngpus;
     let max_tb_id = opts.runtime.unwrap_or(p.runtime).max_tb_id();
-    // Buffer geometry (§5.2).
-    if g.i_chunks != p.nchunksperloop {
-        fail!(
-            errs,
-            "geometry",
-            "rank {r}: i_chunks is {} but must equal nchunksperloop {}",
-            g.i_chunks,
-            p.nchunksperloop
-        );
-    }
-    let names_o = g.tbs.iter().flat_map(|t| t.steps.iter()).any(|s| {
-        s.kind != StepKind::Nop
-            && (s.srcbuf == Buf::Output || s.dstbuf == Buf::Output)
-            && (s.srcoff >= 0 || s.dstoff >= 0)
-    });
-    let o_ok = g.o_chunks == cps || (g.o_chunks == 0 && !p.outofplace && !names_o);
-    if !o_ok {
-        fail!(
-            errs,
-            "geometry",
-            "rank {r}: o_chunks is {} but must be nchunksperloop/ngpus = {cps}{}",
-            g.o_chunks,
-            if p.outofplace {
-                ""
-            } else {
-                " (or 0 for an in-place-only file that never names o)"
-            }
-        );
+    // Buffer geometry (§5.2): each buffer as the op has it, or 0 in an
+    // in-place-only file that never names it.
+    let want = p.coll.buffers(p.nchunksperloop as usize, n);
+    let names = |buf: Buf| {
+        g.tbs.iter().flat_map(|t| t.steps.iter()).any(|s| {
+            s.kind != StepKind::Nop
+                && ((s.srcbuf == buf && s.srcoff >= 0) || (s.dstbuf == buf && s.dstoff >= 0))
+        })
+    };
+    for (name, buf, have, want) in [
+        ("i_chunks", Buf::Input, g.i_chunks, want.i_chunks),
+        ("o_chunks", Buf::Output, g.o_chunks, want.o_chunks),
+    ] {
+        let ok = have == want as i64 || (have == 0 && !p.outofplace && !names(buf));
+        if !ok {
+            fail!(
+                errs,
+                "geometry",
+                "rank {r}: {name} is {have} but a {} of nchunksperloop {} over {n} ranks has {want}{}",
+                p.coll.display(),
+                p.nchunksperloop,
+                if p.outofplace {
+                    ""
+                } else {
+                    " (or 0 for an in-place-only file that never names it)"
+                }
+            );
+        }
     }
     if g.s_chunks < 0 {
         fail!(

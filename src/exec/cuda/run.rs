@@ -317,6 +317,7 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
             }
             let refs: Vec<&[T]> = outs.iter().map(|v| v.as_slice()).collect();
             wrong = Some(super::super::check_outputs::<T, O>(
+                plan.coll,
                 &refs,
                 n,
                 count as usize,
@@ -349,7 +350,7 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
         let secs = ms * 1e-3 / opts.iters as f64;
         let size_bytes = count * n as u64 * esz;
         rows.push(super::super::SizeResult::measured(
-            size_bytes, req, count, secs, n, membw, wrong,
+            plan.coll, size_bytes, req, count, secs, n, membw, wrong,
         ));
     }
     drop((fifo_mem, fifo_ctrl_mem, tabs, arena_mem));

@@ -209,6 +209,7 @@ impl Gap {
             name: "gap".into(),
             spec: Spec::reduce_scatter(n, c),
             transfers,
+            bcast: Vec::new(),
         }
     }
 }

@@ -105,5 +105,6 @@ pub fn to_reduce_scatter(s: &Schedule) -> Algorithm {
         ),
         spec: Spec::reduce_scatter(s.ranks, s.point.chunks),
         transfers,
+        bcast: Vec::new(),
     }
 }

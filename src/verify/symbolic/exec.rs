@@ -5,7 +5,8 @@
 use super::plan::{Plan, NONE};
 use super::values::Sym;
 use super::Mode;
-use crate::ir::{Buf, Program, StepKind};
+use crate::ir::spec::Alias;
+use crate::ir::{Buf, Collective, Program, StepKind};
 use crate::verify::{at, location, VerifyError};
 use std::collections::HashMap;
 
@@ -42,30 +43,61 @@ pub(super) struct Rank<V> {
     vc: Vec<u32>,
 }
 
-/// Slot index within a rank, after aliasing.
+/// Slot index within a rank, after aliasing: out of place `i`, `o` and
+/// scratch side by side; in place the op's alias (msccl-xml.md §5.2) puts
+/// one buffer inside the other, and scratch follows the full buffer.
 pub(super) fn slot(p: &Program, gi: usize, mode: Mode, buf: Buf, off: usize) -> usize {
     let g = &p.gpus[gi];
     let c = p.nchunksperloop as usize;
-    let cps = (p.nchunksperloop / p.ngpus) as usize;
-    match (buf, mode) {
-        (Buf::Input, _) => off,
-        (Buf::Output, Mode::InPlace) => g.id as usize * cps + off,
-        (Buf::Output, Mode::OutOfPlace) => c + off,
-        (Buf::Scratch, _) => c + g.o_chunks.max(0) as usize + off,
+    let b = p.coll.buffers(c, p.ngpus as usize);
+    let base = g.id as usize * b.i_chunks.min(b.o_chunks);
+    match (mode, buf) {
+        (Mode::OutOfPlace, Buf::Input) => off,
+        (Mode::OutOfPlace, Buf::Output) => b.i_chunks + off,
+        (Mode::OutOfPlace, Buf::Scratch) => b.i_chunks + b.o_chunks + off,
+        (Mode::InPlace, Buf::Scratch) => c + off,
+        (Mode::InPlace, Buf::Input) => match b.alias {
+            Alias::InputInOut => base + off,
+            Alias::OutInInput | Alias::Same => off,
+        },
+        (Mode::InPlace, Buf::Output) => match b.alias {
+            Alias::OutInInput => base + off,
+            Alias::InputInOut | Alias::Same => off,
+        },
+    }
+}
+
+/// Slots of a rank in `mode` (`s_chunks` of scratch).
+fn slots(p: &Program, mode: Mode, s_chunks: usize) -> usize {
+    let c = p.nchunksperloop as usize;
+    let b = p.coll.buffers(c, p.ngpus as usize);
+    match mode {
+        Mode::OutOfPlace => b.i_chunks + b.o_chunks + s_chunks,
+        Mode::InPlace => c + s_chunks,
+    }
+}
+
+/// The symbolic value of rank `r`'s input chunk `k`: the (rank, global
+/// chunk) contribution it holds (for allgather, its own shard's chunk).
+pub(super) fn input_value<V: Sym>(p: &Program, r: usize, k: usize) -> V {
+    match p.coll {
+        Collective::AllGather => V::input(r, r * (p.nchunksperloop / p.ngpus) as usize + k),
+        Collective::ReduceScatter | Collective::AllReduce => V::input(r, k),
     }
 }
 
 pub(super) fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, VerifyError> {
     let p = plan.p;
-    let c = p.nchunksperloop as usize;
+    let b = p.coll.buffers(p.nchunksperloop as usize, p.ngpus as usize);
     let mut ranks: Vec<Rank<V>> = p
         .gpus
         .iter()
-        .map(|g| {
-            let slots = c + g.o_chunks.max(0) as usize + g.s_chunks.max(0) as usize;
+        .enumerate()
+        .map(|(gi, g)| {
+            let slots = slots(p, mode, g.s_chunks.max(0) as usize);
             let mut val = vec![None; slots];
-            for (k, v) in val.iter_mut().enumerate().take(c) {
-                *v = Some(V::input(g.id as usize, k));
+            for k in 0..b.i_chunks {
+                val[slot(p, gi, mode, Buf::Input, k)] = Some(input_value(p, g.id as usize, k));
             }
             let t = g.tbs.len();
             Rank {

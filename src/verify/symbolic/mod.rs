@@ -24,7 +24,7 @@ mod plan;
 mod values;
 
 use super::VerifyError;
-use crate::ir::{Buf, Program};
+use crate::ir::{Buf, Collective, Program};
 use exec::{execute, slot, Rank};
 use plan::{deadlock_free_plan, Plan};
 use values::{Exact, Fp, Sym};
@@ -75,11 +75,8 @@ fn check_mode(plan: &Plan, mode: Mode) -> Result<(), VerifyError> {
         let exact = execute::<Exact>(plan, mode)?;
         let detail = match postcondition(plan, mode, &exact) {
             Err((r2, k2, got, want)) => {
-                let where_ = if p.gpus[plan.idx.gpu_of_rank[r2]].o_chunks > 0 {
-                    format!("o[{k2}]")
-                } else {
-                    format!("i[{}]", r2 * (p.nchunksperloop / p.ngpus) as usize + k2)
-                };
+                let (buf, off) = result_at(p, plan.idx.gpu_of_rank[r2], r2, k2);
+                let where_ = format!("{}[{off}]", buf.letter());
                 if got.0.is_empty() {
                     format!("rank {r2} output chunk {k2} ({where_}) is never written")
                 } else {
@@ -96,6 +93,23 @@ fn check_mode(plan: &Plan, mode: Mode) -> Result<(), VerifyError> {
     Ok(())
 }
 
+/// Where rank `r` (its `<gpu>` is `gi`) keeps result chunk `k`: `o`, or
+/// for an in-place-only file that never names `o` (`o_chunks` 0) the part
+/// of `i` that `o` aliases.
+fn result_at(p: &Program, gi: usize, r: usize, k: usize) -> (Buf, usize) {
+    let cps = (p.nchunksperloop / p.ngpus) as usize;
+    if p.gpus[gi].o_chunks > 0 || p.coll == Collective::AllGather {
+        (Buf::Output, k)
+    } else if p.coll == Collective::ReduceScatter {
+        (Buf::Input, r * cps + k)
+    } else {
+        (Buf::Input, k)
+    }
+}
+
+/// The op's post-condition (ir/spec.rs): per rank, every result chunk
+/// holds its reduction (reduce-scatter: the rank's shard; allreduce:
+/// every chunk) or the owner's copy (allgather: every chunk).
 fn postcondition<V: Sym>(
     plan: &Plan,
     mode: Mode,
@@ -103,18 +117,19 @@ fn postcondition<V: Sym>(
 ) -> Result<(), (usize, usize, V, V)> {
     let p = plan.p;
     let n = p.ngpus as usize;
-    let cps = (p.nchunksperloop / p.ngpus) as usize;
+    let c = p.nchunksperloop as usize;
+    let cps = c / n;
+    let results = p.coll.buffers(c, n).o_chunks;
     for r in 0..n {
         let gi = plan.idx.gpu_of_rank[r];
-        let buf = if p.gpus[gi].o_chunks > 0 {
-            Buf::Output
-        } else {
-            Buf::Input
-        };
-        for k in 0..cps {
-            let off = if buf == Buf::Output { k } else { r * cps + k };
+        for k in 0..results {
+            let (buf, off) = result_at(p, gi, r, k);
             let s = slot(p, gi, mode, buf, off);
-            let want = V::expected(n, r * cps + k);
+            let want = match p.coll {
+                Collective::ReduceScatter => V::expected(n, r * cps + k),
+                Collective::AllReduce => V::expected(n, k),
+                Collective::AllGather => V::input(k / cps, k),
+            };
             match &ranks[gi].val[s] {
                 Some(v) if *v == want => {}
                 Some(v) => return Err((r, k, v.clone(), want)),
