@@ -123,8 +123,14 @@ impl Algorithm {
     /// The allreduce that runs reduce-scatter `rs` and then allgather
     /// `ag` over the same chunking: `ag`'s steps follow all of `rs`'s, so
     /// each chunk is broadcast from its owner once its reduction is there.
+    /// The broadcast takes logical channels of its own (after `rs`'s): a
+    /// threadblock replays its whole program per tile, so one that held
+    /// both halves would finish a tile's broadcast — which waits for that
+    /// tile's whole reduction — before it starts the next tile's
+    /// reduction, and the two halves would stop pipelining.
     pub fn allreduce(rs: &Algorithm, ag: &Algorithm) -> Algorithm {
         let off = rs.num_steps();
+        let chans = rs.num_channels();
         Algorithm {
             name: rs.name.clone(),
             spec: Spec {
@@ -137,6 +143,7 @@ impl Algorithm {
                 .iter()
                 .map(|t| Transfer {
                     step: t.step + off,
+                    channel: t.channel + chans,
                     ..*t
                 })
                 .collect(),
