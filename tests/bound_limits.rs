@@ -457,7 +457,8 @@ fn errors() {
         bound::bandwidth_bound(&one, RS),
         Err(BoundError::TooFewRanks(1))
     ));
-    // Allreduce: its reduce-scatter and allgather halves' bounds added.
+    // Allreduce on a ring: the gossip bound (2(N−1) transfers per
+    // element over all GPUs' egress) is its two halves' bounds added.
     let r = ring(4, 1.0);
     let x = |c| bound::bandwidth_bound(&r, c).unwrap().x_star;
     assert_eq!(x(Collective::AllReduce), x(RS) + x(Collective::AllGather));

@@ -3,7 +3,8 @@
 //! between its own certificate and the cut bound, the certificate holds
 //! (the schedule, and every other synthesizer's, simulates above it at
 //! 1 GiB), and `auto` is never slower than the ring. The 200-fabric sweep
-//! of quality is a bench (bench/fabrics.sh).
+//! of quality is a bench (bench/fabrics.sh). Allgather and allreduce hold
+//! their bounds and compute their ops there too.
 
 use rscc::bound::{bandwidth_bound, time_bound_us};
 use rscc::compile::{compile_one, CompileOptions};
@@ -90,5 +91,65 @@ fn auto_is_never_slower_than_the_ring_on_generated_fabrics() {
                 "seed {seed} at {s} B: {t} µs vs ring {tr}"
             );
         }
+    }
+}
+
+/// Allgather and allreduce on generated fabrics (some with links that
+/// differ by direction, all unfitted): `pack`'s schedule of each op
+/// verifies (compile does), computes its op on the CPU executor, and
+/// simulates at 1 GiB no faster than the op's cut bound; the allreduce
+/// takes no longer than its two halves one after the other.
+#[test]
+fn allgather_and_allreduce_hold_on_generated_fabrics() {
+    use rscc::exec::{run_program, RunOptions};
+    for seed in (1..FABRICS).step_by(5) {
+        let topo = fabric(seed);
+        let name = &topo.name;
+        let mut t = Vec::new();
+        for op in [
+            Collective::ReduceScatter,
+            Collective::AllGather,
+            Collective::AllReduce,
+        ] {
+            let mut o = CompileOptions::algo(Algo::Pack, None);
+            o.op = op;
+            let c = compile_one(&topo, Algo::Pack, &o).unwrap();
+            assert_eq!(c.program.coll, op);
+            let time = simulate(&c.program, &topo, S, &SimOptions::default())
+                .unwrap()
+                .time_us;
+            let bound = time_bound_us(&bandwidth_bound(&topo, op).unwrap(), S);
+            assert!(
+                time >= bound * (1.0 - 1e-9),
+                "{name} {}: {time} µs below the bound {bound}",
+                op.display()
+            );
+            if op != Collective::ReduceScatter {
+                let r = run_program(
+                    &c.program,
+                    &RunOptions {
+                        sizes: vec![4 << 10],
+                        iters: 1,
+                        warmup: 0,
+                        check: true,
+                        ..RunOptions::default()
+                    },
+                )
+                .unwrap();
+                assert!(
+                    r.rows.iter().all(|x| x.wrong == Some(0)),
+                    "{name} {}",
+                    op.display()
+                );
+            }
+            t.push(time);
+        }
+        assert!(
+            t[2] <= 1.02 * (t[0] + t[1]),
+            "{name}: allreduce {} µs, halves {} + {} µs",
+            t[2],
+            t[0],
+            t[1]
+        );
     }
 }

@@ -317,7 +317,7 @@ fn the_cli_takes_the_op_everywhere() {
     ]);
     assert_eq!(rc, 0, "{e}");
     let v: serde_json::Value = serde_json::from_str(&o).unwrap();
-    // x*(allreduce) = x*(reduce-scatter) + x*(allgather) = 2 · 7/150.
+    // On DGX-1 the allreduce bound is its two halves' x* added: 2 · 7/150.
     assert_eq!(v["x_star"]["fraction"], "7/75", "{o}");
     for bad in [
         vec![

@@ -15,6 +15,7 @@ use crate::ir::{Collective, NodeKind, Topology};
 use num_bigint::BigInt;
 use num_rational::BigRational;
 use num_traits::{One, Signed, ToPrimitive, Zero};
+use petgraph::graph::NodeIndex;
 use petgraph::visit::EdgeRef;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -140,6 +141,47 @@ pub fn f64_to_rational(x: f64) -> Option<BigRational> {
     Some(exact)
 }
 
+/// The allreduce bound of a partition of the GPUs into k groups (`group`
+/// of a node; None: a node in no group, e.g. a switch between hosts):
+/// every element is transferred between groups at least 2(k − 1) times
+/// (one-way gossip among k groups), each transfer over a routed link
+/// that leaves its group, so T ≥ 2(k−1)·S / Σ egress, x* = 2N(k−1) / Σ
+/// egress (0 with fewer than two groups).
+fn gossip_bound<G: Eq + std::hash::Hash + Clone>(
+    topo: &Topology,
+    group: impl Fn(NodeIndex) -> Option<G>,
+) -> Result<BigRational, BoundError> {
+    let g = &topo.graph;
+    let groups: std::collections::HashSet<G> =
+        topo.ranks.iter().filter_map(|&r| group(r)).collect();
+    if groups.len() < 2 {
+        return Ok(BigRational::zero());
+    }
+    let routed = topo.routed_links();
+    let mut egress = BigRational::zero();
+    for e in g.edge_references() {
+        let from = group(e.source());
+        if !routed[e.id().index()] || from.is_none() || from == group(e.target()) {
+            continue;
+        }
+        let l = e.weight();
+        let cap = f64_to_rational(l.bw_gbps)
+            .filter(|_| l.count > 0)
+            .map(|r| r * BigRational::from_integer(BigInt::from(l.count)))
+            .ok_or_else(|| BoundError::BadCapacity {
+                from: g[e.source()].id.clone(),
+                to: g[e.target()].id.clone(),
+                gbps: l.bw_gbps,
+            })?;
+        egress += cap;
+    }
+    if egress.is_zero() {
+        return Ok(BigRational::zero());
+    }
+    let n = topo.num_ranks();
+    Ok(BigRational::from_integer(BigInt::from(2 * n * (groups.len() - 1))) / egress)
+}
+
 /// Node ids, capacities (exact) and GPU flags of the graph the cut bound
 /// is taken on (reversed for reduce-scatter): the links some rank-to-rank
 /// route crosses ([`Topology::routed_links`]), since no transfer can use
@@ -191,12 +233,18 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
 /// Reduce-scatter is bounded on the reversed graph. Switches, NICs and CPUs
 /// are non-compute vertices.
 ///
-/// Allreduce: x*(reduce-scatter) + x*(allgather), the bound of every
-/// schedule that reduce-scatters and then allgathers the same chunks (the
-/// allreduces rscc makes); its binding cut is the reduce-scatter's. (Where
-/// one cut binds both, as on a switch, this is the 2(N−1)/N argument every
-/// allreduce obeys; a fused schedule on a machine where the two cuts
-/// differ could overlap them and is not bounded by the sum.)
+/// Allreduce: the largest of several valid bounds. Its outputs contain a
+/// reduce-scatter's and need every rank's data everywhere, so both halves'
+/// x* bound it; and for any partition of the GPUs into k groups every
+/// element must cross between groups at least 2(k − 1) times (one-way
+/// gossip among k parties needs 2k − 2 calls), each over a routed link
+/// leaving its group ([`gossip_bound`]): taken for every GPU alone, every
+/// host, and the two sides of each half's binding cut. On regular
+/// machines (a switch, DGX-1, rings, hosts on rails) that is the sum of
+/// the two halves' x*, what reduce-scatter then allgather takes; where
+/// the halves bind different cuts it can be less, and a schedule that
+/// overlaps them can beat the sum. The binding cut reported is the
+/// reduce-scatter's.
 pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBound, BoundError> {
     let nr = topo.num_ranks();
     if nr < 2 {
@@ -205,7 +253,22 @@ pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBou
     if coll == Collective::AllReduce {
         let rs = bandwidth_bound(topo, Collective::ReduceScatter)?;
         let ag = bandwidth_bound(topo, Collective::AllGather)?;
-        let x_star = &rs.x_star + &ag.x_star;
+        // Groups: every GPU alone, and (on several hosts) every host.
+        let mut x_star = rs.x_star.clone().max(ag.x_star.clone());
+        let by_gpu = |v: NodeIndex| (topo.graph[v].kind == NodeKind::Gpu).then(|| v.index());
+        x_star = x_star.max(gossip_bound(topo, by_gpu)?);
+        if topo.num_hosts() > 1 {
+            let by_host = |v: NodeIndex| topo.graph[v].host.as_ref().map(|h| h.to_string());
+            x_star = x_star.max(gossip_bound(topo, by_host)?);
+        }
+        // The two sides of each half's binding cut: every element crosses
+        // it both ways.
+        for cut in [&rs.binding_cut, &ag.binding_cut] {
+            let inside: std::collections::HashSet<&str> =
+                cut.inside.iter().map(|s| s.as_str()).collect();
+            let side = |v: NodeIndex| Some(inside.contains(topo.graph[v].id.as_str()));
+            x_star = x_star.max(gossip_bound(topo, side)?);
+        }
         return Ok(BandwidthBound {
             coll,
             ranks: nr,

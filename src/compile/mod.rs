@@ -26,7 +26,9 @@ use crate::lower::LowerOptions;
 use crate::synth::{Algo, Candidate, Context, Offer, SynthError, SynthOptions};
 use crate::verify::VerifyReport;
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 
 /// What the driver compiles: one synthesizer, or every one with the
@@ -175,26 +177,69 @@ impl<'t> Target<'t> {
         Context::new(&self.synth_topo, opts)
     }
 
-    /// `cands` (reduce-scatters of `algo`) made into the op.
+    /// `cands` (reduce-scatters of `algo`) made into the op. An allreduce
+    /// is offered with its broadcast on channels of its own, then — should
+    /// that exceed the runtime's channels — on the reduction's.
     pub fn shaped(&self, algo: Algo, cands: Vec<Candidate>) -> Vec<Candidate> {
         let op = self.op;
-        match (op, &self.halves) {
-            (Collective::ReduceScatter, _) => cands,
-            (Collective::AllReduce, Some(h)) => cands
+        match op {
+            Collective::ReduceScatter => cands,
+            Collective::AllGather => cands
                 .into_iter()
-                .map(|c| -> Candidate {
-                    let h = h.clone();
-                    Box::new(move || {
+                .map(|c| -> Candidate { Box::new(move || c().allgather_dual()) })
+                .collect(),
+            Collective::AllReduce => {
+                let mut out: Vec<Candidate> = Vec::with_capacity(2 * cands.len());
+                for c in cands {
+                    // The halves, made once for both forms: the second is
+                    // built only after the first (first fit takes them in
+                    // order), from what the first made.
+                    let made: Rc<RefCell<Option<(Algorithm, Algorithm)>>> = Rc::default();
+                    let (m1, m2) = (made.clone(), made);
+                    let h = self.halves.clone();
+                    out.push(Box::new(move || {
                         let rs = c();
-                        let ag = h.allgather(algo, &rs);
-                        Algorithm::allreduce(&rs, &ag)
-                    })
-                })
-                .collect(),
-            _ => cands
-                .into_iter()
-                .map(|c| -> Candidate { Box::new(move || shape(op, c())) })
-                .collect(),
+                        let ag = match &h {
+                            Some(h) => h.allgather(algo, &rs),
+                            None => rs.allgather_dual(),
+                        };
+                        let ar = Algorithm::allreduce_on(&rs, &ag, true);
+                        *m1.borrow_mut() = Some((rs, ag));
+                        ar
+                    }));
+                    out.push(Box::new(move || {
+                        let (rs, ag) = m2
+                            .borrow_mut()
+                            .take()
+                            .expect("the separate-channel form is built first");
+                        Algorithm::allreduce_on(&rs, &ag, false)
+                    }));
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Lower reduce-scatter `a` made into `op` (a search's score): an
+/// allreduce with its broadcast on channels of its own, else on the
+/// reduction's where that exceeds the runtime's channels.
+pub(crate) fn lower_shaped(
+    op: Collective,
+    a: &Algorithm,
+    lopts: &LowerOptions,
+) -> Result<Program, crate::lower::LowerError> {
+    match op {
+        Collective::ReduceScatter => crate::lower::lower(a, lopts),
+        Collective::AllGather => crate::lower::lower(&a.allgather_dual(), lopts),
+        Collective::AllReduce => {
+            let ag = a.allgather_dual();
+            match crate::lower::lower(&Algorithm::allreduce_on(a, &ag, true), lopts) {
+                Err(e) if e.is_limit() => {
+                    crate::lower::lower(&Algorithm::allreduce_on(a, &ag, false), lopts)
+                }
+                r => r,
+            }
         }
     }
 }

@@ -8,8 +8,7 @@
 //! takes.
 
 use super::{fit, CompileError, CompileOptions, Target, Yield};
-use crate::ir::{Algorithm, Collective};
-use crate::lower;
+use crate::ir::Algorithm;
 use crate::sim::{self, SimOptions};
 use crate::synth::{Algo, Budget, Context, Search};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,11 +31,7 @@ pub(crate) fn run(
     // Program steps lowered so far: the default budget's measure of work.
     let work = AtomicUsize::new(0);
     let score = |a: &Algorithm| -> Result<Vec<f64>, f64> {
-        let p = match op {
-            Collective::ReduceScatter => lower::lower(a, &lopts),
-            _ => lower::lower(&super::shape(op, a.clone()), &lopts),
-        }
-        .map_err(|_| f64::INFINITY)?;
+        let p = super::lower_shaped(op, a, &lopts).map_err(|_| f64::INFINITY)?;
         work.fetch_add(p.num_steps(), Ordering::Relaxed);
         if let Some(m) = sms.filter(|&m| p.max_tbs_per_rank() > m) {
             return Err((p.max_tbs_per_rank() - m) as f64);

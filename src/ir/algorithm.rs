@@ -129,8 +129,15 @@ impl Algorithm {
     /// tile's whole reduction — before it starts the next tile's
     /// reduction, and the two halves would stop pipelining.
     pub fn allreduce(rs: &Algorithm, ag: &Algorithm) -> Algorithm {
+        Algorithm::allreduce_on(rs, ag, true)
+    }
+
+    /// [`Algorithm::allreduce`], with the broadcast on channels of its own
+    /// (`separate`) or on the reduction's (where twice the channels would
+    /// exceed the runtime's).
+    pub fn allreduce_on(rs: &Algorithm, ag: &Algorithm, separate: bool) -> Algorithm {
         let off = rs.num_steps();
-        let chans = rs.num_channels();
+        let chans = if separate { rs.num_channels() } else { 0 };
         Algorithm {
             name: rs.name.clone(),
             spec: Spec {
