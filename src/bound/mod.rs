@@ -238,7 +238,7 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
 /// x* bound it; and for any partition of the GPUs into k groups every
 /// element must cross between groups at least 2(k − 1) times (one-way
 /// gossip among k parties needs 2k − 2 calls), each over a routed link
-/// leaving its group ([`gossip_bound`]): taken for every GPU alone, every
+/// leaving its group (`gossip_bound`): taken for every GPU alone, every
 /// host, and the two sides of each half's binding cut. On regular
 /// machines (a switch, DGX-1, rings, hosts on rails) that is the sum of
 /// the two halves' x*, what reduce-scatter then allgather takes; where

@@ -62,7 +62,7 @@ pub type CliResult = Result<(), CliError>;
 #[command(
     name = "rscc",
     version,
-    about = "Synthesize, verify and emit GPU reduce-scatter schedules (MSCCL XML)",
+    about = "Synthesize, verify and emit GPU collective schedules (reduce-scatter, allgather, allreduce) as MSCCL XML",
     after_help = "Example:\n  rscc synth --topo topologies/dgx-h100.json --op reduce-scatter -o rs.xml\n  rscc verify rs.xml --topo topologies/dgx-h100.json"
 )]
 pub struct Cli {
