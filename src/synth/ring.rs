@@ -126,10 +126,40 @@ pub fn find_rings(topo: &Topology) -> Vec<Vec<usize>> {
         })
         .collect();
     if let Some(c) = hamiltonian(n, |a, b| adj[a][b] && adj[b][a]) {
-        return vec![c];
+        return vec![oriented(topo, c)];
     }
     // 4. Rank order over multi-hop routes.
-    vec![(0..n).collect()]
+    vec![oriented(topo, (0..n).collect())]
+}
+
+/// `ring` or its reverse, whichever its routes make cheaper (least total
+/// α, then the widest bottleneck; `ring` on a tie): data moves from each
+/// rank to the next, and on links that differ by direction — a one-way
+/// ring — only one orientation has short routes.
+fn oriented(topo: &Topology, ring: Vec<usize>) -> Vec<usize> {
+    let n = ring.len();
+    let cost = |r: &[usize]| -> (f64, f64) {
+        let mut alpha = 0.0;
+        let mut neck = f64::INFINITY;
+        for i in 0..n {
+            match topo.route(r[i], r[(i + 1) % n]) {
+                Some(x) => {
+                    alpha += x.alpha_us;
+                    neck = neck.min(x.bottleneck_gbps);
+                }
+                None => return (f64::INFINITY, 0.0),
+            }
+        }
+        (alpha, neck)
+    };
+    let mut rev = ring.clone();
+    rev[1..].reverse();
+    let (a, b) = (cost(&ring), cost(&rev));
+    if b.0 < a.0 || (b.0 == a.0 && b.1 > a.1) {
+        rev
+    } else {
+        ring
+    }
 }
 
 /// One ring per rail on a multi-host topology with equal hosts.
@@ -389,6 +419,37 @@ pub fn ring_algorithm(spec: Spec, rings: &[Vec<usize>]) -> Algorithm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-way ring whose links run against rank order (r+1 → r): the
+    /// ring follows the links, so every hop is one link.
+    #[test]
+    fn rings_follow_one_way_links() {
+        let n = 4;
+        let nodes: Vec<String> = (0..n)
+            .map(|r| format!(r#"{{"id":"g{r}","kind":"gpu","rank":{r}}}"#))
+            .collect();
+        let links: Vec<String> = (0..n)
+            .map(|r| {
+                format!(
+                    r#"{{"from":"g{}","to":"g{r}","bw_gbps":50,"alpha_us":1,"kind":"nvlink","duplex":false}}"#,
+                    (r + 1) % n
+                )
+            })
+            .collect();
+        let text = format!(
+            r#"{{"name":"back4","nodes":[{}],"links":[{}]}}"#,
+            nodes.join(","),
+            links.join(",")
+        );
+        let topo = crate::front::topo_json::parse(&text, "back4").unwrap();
+        let rings = find_rings(&topo);
+        assert_eq!(rings.len(), 1);
+        let r = &rings[0];
+        for i in 0..n {
+            let route = topo.route(r[i], r[(i + 1) % n]).unwrap();
+            assert_eq!(route.links.len(), 1, "{r:?}");
+        }
+    }
 
     /// NVLink counts of a DGX-1 in nvidia-smi's numbering (the oneflow
     /// dump in ../shared/topologies-real/nvidia-smi-topo): the tools'
