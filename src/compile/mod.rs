@@ -191,32 +191,50 @@ impl<'t> Target<'t> {
             Collective::AllReduce => {
                 let mut out: Vec<Candidate> = Vec::with_capacity(2 * cands.len());
                 for c in cands {
-                    // The halves, made once for both forms: the second is
-                    // built only after the first (first fit takes them in
-                    // order), from what the first made.
-                    let made: Rc<RefCell<Option<(Algorithm, Algorithm)>>> = Rc::default();
-                    let (m1, m2) = (made.clone(), made);
-                    let h = self.halves.clone();
-                    out.push(Box::new(move || {
-                        let rs = c();
-                        let ag = match &h {
-                            Some(h) => h.allgather(algo, &rs),
-                            None => rs.allgather_dual(),
-                        };
-                        let ar = Algorithm::allreduce_on(&rs, &ag, true);
-                        *m1.borrow_mut() = Some((rs, ag));
-                        ar
-                    }));
-                    out.push(Box::new(move || {
-                        let (rs, ag) = m2
-                            .borrow_mut()
-                            .take()
-                            .expect("the separate-channel form is built first");
-                        Algorithm::allreduce_on(&rs, &ag, false)
-                    }));
+                    // Both forms share the halves, made by whichever is
+                    // built first (first fit builds them in order).
+                    let halves = Rc::new(RefCell::new(Halved::Pending(c)));
+                    for separate in [true, false] {
+                        let (halves, made) = (halves.clone(), self.halves.clone());
+                        out.push(Box::new(move || {
+                            let (rs, ag) = halves.borrow_mut().made(algo, made.as_deref());
+                            Algorithm::allreduce_on(&rs, &ag, separate)
+                        }));
+                    }
                 }
                 out
             }
+        }
+    }
+}
+
+/// An allreduce candidate's halves: its reduce-scatter candidate, until
+/// one of its forms builds them.
+enum Halved {
+    Pending(Candidate),
+    Made(Algorithm, Algorithm),
+    Taken,
+}
+
+impl Halved {
+    /// The reduce-scatter and allgather halves, made on first use (the
+    /// allgather from `halves` where the machine has them, else the
+    /// reduce-scatter's own dual).
+    fn made(&mut self, algo: Algo, halves: Option<&Halves>) -> (Algorithm, Algorithm) {
+        if let Halved::Pending(_) = self {
+            let Halved::Pending(c) = std::mem::replace(self, Halved::Taken) else {
+                unreachable!("matched above")
+            };
+            let rs = c();
+            let ag = match halves {
+                Some(h) => h.allgather(algo, &rs),
+                None => rs.allgather_dual(),
+            };
+            *self = Halved::Made(rs, ag);
+        }
+        match self {
+            Halved::Made(rs, ag) => (rs.clone(), ag.clone()),
+            _ => unreachable!("made above"),
         }
     }
 }
