@@ -164,22 +164,31 @@ fn gossip_bound<G: Eq + std::hash::Hash + Clone>(
         if !routed[e.id().index()] || from.is_none() || from == group(e.target()) {
             continue;
         }
-        let l = e.weight();
-        let cap = f64_to_rational(l.bw_gbps)
-            .filter(|_| l.count > 0)
-            .map(|r| r * BigRational::from_integer(BigInt::from(l.count)))
-            .ok_or_else(|| BoundError::BadCapacity {
-                from: g[e.source()].id.clone(),
-                to: g[e.target()].id.clone(),
-                gbps: l.bw_gbps,
-            })?;
-        egress += cap;
+        egress += link_capacity(topo, e)?;
     }
     if egress.is_zero() {
         return Ok(BigRational::zero());
     }
     let n = topo.num_ranks();
     Ok(BigRational::from_integer(BigInt::from(2 * n * (groups.len() - 1))) / egress)
+}
+
+/// A link bundle's capacity, exact: rate × count (an error unless finite
+/// and positive).
+fn link_capacity(
+    topo: &Topology,
+    e: petgraph::graph::EdgeReference<'_, crate::ir::Link>,
+) -> Result<BigRational, BoundError> {
+    let g = &topo.graph;
+    let l = e.weight();
+    f64_to_rational(l.bw_gbps)
+        .filter(|_| l.count > 0)
+        .map(|r| r * BigRational::from_integer(BigInt::from(l.count)))
+        .ok_or_else(|| BoundError::BadCapacity {
+            from: g[e.source()].id.clone(),
+            to: g[e.target()].id.clone(),
+            gbps: l.capacity_gbps(),
+        })
 }
 
 /// Node ids, capacities (exact) and GPU flags of the graph the cut bound
@@ -197,7 +206,8 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
     let reverse = match coll {
         Collective::ReduceScatter => true,
         Collective::AllGather => false,
-        Collective::AllReduce => unreachable!("allreduce is bounded by its two halves"),
+        // Bounded through its halves' cut graphs (`bandwidth_bound`).
+        Collective::AllReduce => return Err(BoundError::Unsupported(coll)),
     };
     let g = &topo.graph;
     let n = g.node_count();
@@ -208,15 +218,7 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
             continue;
         }
         let (a, b) = (e.source().index(), e.target().index());
-        let l = e.weight();
-        let cap = f64_to_rational(l.bw_gbps)
-            .filter(|_| l.count > 0)
-            .map(|r| r * BigRational::from_integer(BigInt::from(l.count)))
-            .ok_or_else(|| BoundError::BadCapacity {
-                from: g[e.source()].id.clone(),
-                to: g[e.target()].id.clone(),
-                gbps: l.capacity_gbps(),
-            })?;
+        let cap = link_capacity(topo, e)?;
         if a == b {
             continue;
         }

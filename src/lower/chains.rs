@@ -124,40 +124,23 @@ pub(super) fn build(
     let mut child_start = vec![0usize; n + 1];
     let mut parent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
     for (bi, b) in blocks.iter().enumerate() {
-        by_dst.clear();
-        by_dst.extend(
-            per_chunk[b.start]
-                .iter()
-                .map(|&(src, dst, step, ch)| (dst, step, src, ch)),
+        // The reduce in-tree: per rank its children (dst, step, src,
+        // channel) and its parent edge; the copy out-tree: per rank its
+        // children (src, step, dst, channel) and its parent edge.
+        tree_csr(
+            &per_chunk[b.start],
+            true,
+            &mut by_dst,
+            &mut child_start,
+            &mut parent,
         );
-        by_dst.sort_unstable();
-        child_start.iter_mut().for_each(|x| *x = 0);
-        parent.iter_mut().for_each(|x| *x = None);
-        for &(dst, step, src, ch) in &by_dst {
-            child_start[dst + 1] += 1;
-            parent[src] = Some((dst, step, ch));
-        }
-        for v in 0..n {
-            child_start[v + 1] += child_start[v];
-        }
-        // The copy out-tree: per rank its parent (src, step, channel) and
-        // its children (src, step, dst, channel) sorted by source.
-        bkids.clear();
-        bkids.extend(
-            per_bcast[b.start]
-                .iter()
-                .map(|&(src, dst, step, ch)| (src, step, dst, ch)),
+        tree_csr(
+            &per_bcast[b.start],
+            false,
+            &mut bkids,
+            &mut bkid_start,
+            &mut bparent,
         );
-        bkids.sort_unstable();
-        bkid_start.iter_mut().for_each(|x| *x = 0);
-        bparent.iter_mut().for_each(|x| *x = None);
-        for &(src, step, dst, ch) in &bkids {
-            bkid_start[src + 1] += 1;
-            bparent[dst] = Some((src, step, ch));
-        }
-        for v in 0..n {
-            bkid_start[v + 1] += bkid_start[v];
-        }
         for v in ranks.clone() {
             let children = &by_dst[child_start[v]..child_start[v + 1]];
             let rc = &mut out[v - lo];
@@ -171,6 +154,38 @@ pub(super) fn build(
         }
     }
     out
+}
+
+/// One tree's edges (src, dst, step, channel) grouped by the rank they
+/// meet at — the receiver for an in-tree (`by_dst`), the sender for an
+/// out-tree — into `list` as (that rank, step, the other rank, channel),
+/// sorted, with `start[v]..start[v + 1]` rank v's; and per rank its own
+/// edge toward that rank (rank, step, channel) in `link`.
+fn tree_csr(
+    edges: &[(usize, usize, usize, usize)],
+    by_dst: bool,
+    list: &mut Vec<(usize, usize, usize, usize)>,
+    start: &mut [usize],
+    link: &mut [Option<(usize, usize, usize)>],
+) {
+    list.clear();
+    list.extend(edges.iter().map(|&(src, dst, step, ch)| {
+        if by_dst {
+            (dst, step, src, ch)
+        } else {
+            (src, step, dst, ch)
+        }
+    }));
+    list.sort_unstable();
+    start.iter_mut().for_each(|x| *x = 0);
+    link.iter_mut().for_each(|x| *x = None);
+    for &(at, step, other, ch) in list.iter() {
+        start[at + 1] += 1;
+        link[other] = Some((at, step, ch));
+    }
+    for v in 0..start.len() - 1 {
+        start[v + 1] += start[v];
+    }
 }
 
 impl RankChains {
