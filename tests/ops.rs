@@ -12,7 +12,6 @@ use rscc::ir::{Buf, Collective, Program, StepKind};
 use rscc::synth::Algo;
 use rscc::verify::{verify, verify_all, VerifyOptions};
 use std::path::Path;
-use std::process::Command;
 
 fn load(path: &Path) -> Program {
     rscc::front::msccl_xml::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -72,16 +71,8 @@ fn shipped_schedules_of_every_op_run_correct() {
 fn every_dtype_and_reduction() {
     for op in ["ag", "ar"] {
         let p = load(Path::new(&format!("schedules/dgx1-v100-{op}.xml")));
-        for dtype in [
-            DType::F32,
-            DType::F64,
-            DType::F16,
-            DType::Bf16,
-            DType::I32,
-            DType::I64,
-            DType::U8,
-        ] {
-            for redop in [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min] {
+        for dtype in DType::ALL {
+            for redop in RedOp::ALL {
                 let w = wrong(&p, false, dtype, redop, &[8 << 10]);
                 assert_eq!(w, 0, "{op} {dtype} {redop}");
             }
@@ -233,18 +224,6 @@ fn allgather_is_the_dual_on_a_one_way_ring() {
     assert_eq!(wrong(&ar, false, DType::F32, RedOp::Sum, &[4 << 10]), 0);
 }
 
-fn rscc(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_rscc"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
-}
-
 /// `--op` on synth (band files named by op, so one MSCCL_ALGO_DIR holds
 /// all three), run, bound; verify and simulate read the op from the file;
 /// bad requests exit 2.
@@ -254,7 +233,7 @@ fn the_cli_takes_the_op_everywhere() {
     let _ = std::fs::remove_dir_all(&dir);
     let out = format!("{}/", dir.display());
     for op in ["reduce-scatter", "allgather", "allreduce"] {
-        let (rc, _, err) = rscc(&[
+        let (rc, _, err) = common::rscc(&[
             "synth",
             "--topo",
             "topologies/ring8.json",
@@ -280,10 +259,10 @@ fn the_cli_takes_the_op_everywhere() {
     }
     let ar = dir.join(names.iter().find(|n| n.starts_with("ar-")).unwrap());
     let ar = ar.to_str().unwrap();
-    let (rc, o, e) = rscc(&["verify", ar]);
+    let (rc, o, e) = common::rscc(&["verify", ar]);
     assert_eq!(rc, 0, "{e}");
     assert!(o.contains("valid allreduce"), "{o}");
-    let (rc, o, e) = rscc(&[
+    let (rc, o, e) = common::rscc(&[
         "simulate",
         ar,
         "--topo",
@@ -293,7 +272,7 @@ fn the_cli_takes_the_op_everywhere() {
     ]);
     assert_eq!(rc, 0, "{e}");
     assert!(o.contains("allreduce"), "{o}");
-    let (rc, o, e) = rscc(&[
+    let (rc, o, e) = common::rscc(&[
         "run",
         "--topo",
         "topologies/ring8.json",
@@ -307,7 +286,7 @@ fn the_cli_takes_the_op_everywhere() {
         "--no-membw",
     ]);
     assert_eq!(rc, 0, "{o}{e}");
-    let (rc, o, e) = rscc(&[
+    let (rc, o, e) = common::rscc(&[
         "bound",
         "--topo",
         "topologies/dgx1-v100.json",
@@ -339,7 +318,7 @@ fn the_cli_takes_the_op_everywhere() {
         vec!["run", "--topo", "topologies/ring8.json", "--op", "alltoall"],
         vec!["run", ar, "--backend", "cuda"],
     ] {
-        let (rc, _, e) = rscc(&bad);
+        let (rc, _, e) = common::rscc(&bad);
         assert_eq!(rc, 2, "{bad:?}: {e}");
         assert!(e.contains("error"), "{bad:?}: {e}");
     }

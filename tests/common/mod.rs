@@ -86,3 +86,16 @@ pub fn shipped() -> Vec<(String, Topology, Program)> {
         })
         .collect()
 }
+
+/// Run the rscc binary: (exit code, stdout, stderr).
+pub fn rscc(args: &[&str]) -> (i32, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
+}
