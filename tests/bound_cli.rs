@@ -1,7 +1,8 @@
 //! `rscc bound` end to end: JSON keys, exact fractions, exit codes.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 fn write(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rscc-bound-cli-{}", std::process::id()));
@@ -30,17 +31,7 @@ fn ring_json(n: usize, bw: f64) -> String {
     )
 }
 
-fn rscc(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_rscc"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into(),
-        String::from_utf8_lossy(&o.stderr).into(),
-    )
-}
+use common::rscc;
 
 #[test]
 fn json_report() {

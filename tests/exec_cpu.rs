@@ -2,9 +2,10 @@
 //! rank counts and sizes; wrong-result reports; the watchdog; malformed
 //! programs; the `rscc run` command line.
 
+mod common;
+
 use rscc::exec::{builtin, run_program, DType, ExecError, RedOp, RunOptions};
 use rscc::ir::{Buf, Program, StepKind};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 fn opts(dtype: DType, redop: RedOp, sizes: Vec<u64>) -> RunOptions {
@@ -206,17 +207,7 @@ fn malformed_programs_are_refused_before_running() {
     ));
 }
 
-fn rscc(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rscc"))
-        .args(args)
-        .output()
-        .expect("runs rscc");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use common::rscc;
 
 #[test]
 fn cli_runs_builtin_schedules_and_reports() {
