@@ -2,6 +2,8 @@
 
 mod common;
 
+use common::rscc;
+
 use std::path::PathBuf;
 
 fn write(name: &str, text: &str) -> PathBuf {
@@ -30,8 +32,6 @@ fn ring_json(n: usize, bw: f64) -> String {
         links.join(",")
     )
 }
-
-use common::rscc;
 
 #[test]
 fn json_report() {

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::rscc;
+
 use rscc::exec::{builtin, run_program, DType, ExecError, RedOp, RunOptions};
 use rscc::ir::{Buf, Program, StepKind};
 use std::time::{Duration, Instant};
@@ -206,8 +208,6 @@ fn malformed_programs_are_refused_before_running() {
         Err(ExecError::Unsupported(_))
     ));
 }
-
-use common::rscc;
 
 #[test]
 fn cli_runs_builtin_schedules_and_reports() {
