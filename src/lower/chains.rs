@@ -214,36 +214,9 @@ impl RankChains {
         let out = Slot::Out(c0);
         let chain_start = self.chain_ops.len();
         if cx.coll == Collective::AllReduce {
-            // The reduction: into o at the owner, scratch elsewhere.
-            let acc = if is_root { out } else { Slot::Acc(c0) };
-            for (j, &(_, step, src, ch)) in children.iter().enumerate() {
-                self.push_op(Op {
-                    kind: OpKind::RecvReduce,
-                    key: (step as u32, 1, c0, src as u32, vv),
-                    chan: (cx.mchan)(ch, step) as u32,
-                    peer: src as u32,
-                    src: if j == 0 { Slot::In(c0) } else { acc },
-                    dst: acc,
-                    cnt,
-                });
-            }
-            if let Some((dst, step, ch)) = parent {
-                self.push_op(Op {
-                    kind: OpKind::Send,
-                    key: (step as u32, 0, c0, vv, dst as u32),
-                    chan: (cx.mchan)(ch, step) as u32,
-                    peer: dst as u32,
-                    src: if children.is_empty() {
-                        Slot::In(c0)
-                    } else {
-                        acc
-                    },
-                    dst: Slot::In(c0),
-                    cnt,
-                });
-            } else if children.is_empty() {
-                self.push_copy(vv, c0, Slot::In(c0), out, cnt);
-            }
+            // The reduction: into o at the owner (global chunk index), as
+            // a reduce-scatter's but never spanning blocks.
+            self.push_reduce(cx, v, bi, children, parent, |c| c);
         } else if is_root {
             let own = Slot::In(c0 - (v * cx.cps) as u32);
             self.push_copy(vv, c0, own, out, cnt);
@@ -304,10 +277,10 @@ impl RankChains {
         });
     }
 
-    /// Rank v's chain for its run containing block `bi`, built at the
-    /// run's first block (elsewhere nothing): `children` are v's children
-    /// (dst, step, src, channel) in block bi's tree, `parent` its parent
-    /// edge (dst, step, channel).
+    /// Rank v's reduce-scatter chain for its run containing block `bi`,
+    /// built at the run's first block (elsewhere nothing): `children` are
+    /// v's children (dst, step, src, channel) in block bi's tree, `parent`
+    /// its parent edge (dst, step, channel).
     fn push_run<F: Fn(usize, usize) -> usize>(
         &mut self,
         cx: &Ctx<F>,
@@ -316,14 +289,34 @@ impl RankChains {
         children: &[(usize, usize, usize, usize)],
         parent: Option<(usize, usize, usize)>,
     ) {
-        let (blocks, runs, cps, mchan) = (cx.blocks, cx.runs, cx.cps, cx.mchan);
+        let shard = (v * cx.cps) as u32;
+        if let Some(start) = self.push_reduce(cx, v, bi, children, parent, |c| c - shard) {
+            self.chains.push(start..self.chain_ops.len());
+        }
+    }
+
+    /// The reduction ops of rank v's run containing block `bi` (see
+    /// [`RankChains::push_run`]), the owner's accumulator being its output
+    /// chunk `out(c)` for global chunk c; the start of the chain they begin
+    /// in `chain_ops`, which the caller closes (None off the run's first
+    /// block).
+    fn push_reduce<F: Fn(usize, usize) -> usize>(
+        &mut self,
+        cx: &Ctx<F>,
+        v: usize,
+        bi: usize,
+        children: &[(usize, usize, usize, usize)],
+        parent: Option<(usize, usize, usize)>,
+        out: impl Fn(u32) -> u32,
+    ) -> Option<usize> {
+        let (blocks, runs, mchan) = (cx.blocks, cx.runs, cx.mchan);
         let b = &blocks[bi];
         // v's chain for a run is built at the run's first block.
         let (rs, re) = runs.run(v, bi, blocks);
         if rs != bi {
-            return;
+            return None;
         }
-        let (ops, chains) = (&mut self.ops, &mut self.chains);
+        let ops = &mut self.ops;
         let (cops, shared) = (&mut self.chain_ops, &mut self.shared);
         // Sizes fit u32: chunks per loop ≤ 32767 (MSCCL's offsets), and
         // ranks, steps and channels are far below 2³².
@@ -333,7 +326,7 @@ impl RankChains {
         let is_root = v == b.owner;
         let acc_at = |c: u32| {
             if is_root {
-                Slot::Out(c - (v * cps) as u32)
+                Slot::Out(out(c))
             } else {
                 Slot::Acc(c)
             }
@@ -399,6 +392,6 @@ impl RankChains {
                 cnt,
             });
         }
-        chains.push(chain_start..cops.len());
+        Some(chain_start)
     }
 }
