@@ -2,7 +2,7 @@
 //! schedule takes (nothing leaves here unverified).
 //!
 //! Synthesizers make reduce-scatters; the driver makes the requested op
-//! from them ([`Target`]): an allgather is the dual of a reduce-scatter
+//! from them ([`Target`], target.rs): an allgather is the dual of a reduce-scatter
 //! made for the reversed topology, an allreduce a reduce-scatter followed
 //! by its dual (ir/algorithm.rs). Scores, limits and the verifier always
 //! see the op itself on the machine itself.
@@ -18,18 +18,16 @@ pub mod auto;
 pub mod fit;
 pub mod report;
 pub mod search;
+mod target;
 
 pub use auto::{auto, default_sizes, Band, BandFile, Progress, Selection};
+pub(crate) use target::lower_shaped;
+pub use target::{shape, Target};
 
 use crate::ir::{Algorithm, Collective, Program, Topology};
 use crate::lower::LowerOptions;
 use crate::synth::{Algo, Candidate, Context, Offer, SynthError, SynthOptions};
 use crate::verify::VerifyReport;
-use std::borrow::Cow;
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
 
 /// What the driver compiles: one synthesizer, or every one with the
 /// best per size band.
@@ -99,181 +97,6 @@ impl CompileOptions {
                 topo.num_ranks()
             ),
             ..self.lower.clone()
-        }
-    }
-}
-
-/// What the driver builds and where: the op on `topo`, and the topology
-/// the synthesizers make their reduce-scatters for (the reversed one for
-/// an allgather, unless it is the same machine).
-pub struct Target<'t> {
-    pub topo: &'t Topology,
-    pub op: Collective,
-    synth_topo: Cow<'t, Topology>,
-    /// An allreduce on a machine whose links differ by direction: its
-    /// allgather halves, made for the reversed machine.
-    halves: Option<Arc<Halves>>,
-}
-
-/// Allgather halves of allreduces on a machine whose links differ by
-/// direction: per synthesizer and chunk count, the dual of the
-/// reduce-scatter that synthesizer makes for the reversed machine (made
-/// once; `None` where it makes none with that chunk count).
-struct Halves {
-    rev: Topology,
-    opts: CompileOptions,
-    made: Mutex<HashMap<(Algo, usize), Option<Algorithm>>>,
-}
-
-impl Halves {
-    /// The allgather half for reduce-scatter `rs` of `algo`: made for the
-    /// reversed machine with `rs`'s chunk count, else `rs`'s own dual.
-    fn allgather(&self, algo: Algo, rs: &Algorithm) -> Algorithm {
-        let k = rs.spec.chunks;
-        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-        let half = made.entry((algo, k)).or_insert_with(|| {
-            let mut o = self.opts.clone();
-            o.op = Collective::ReduceScatter;
-            o.mode = Mode::One(algo);
-            o.synth.chunks = Some(k);
-            compile_one(&self.rev, algo, &o)
-                .ok()
-                .map(|c| c.algorithm)
-                .filter(|a| a.spec == rs.spec)
-        });
-        match half {
-            Some(h) => h.allgather_dual(),
-            None => rs.allgather_dual(),
-        }
-    }
-}
-
-impl<'t> Target<'t> {
-    pub fn new(topo: &'t Topology, opts: &CompileOptions) -> Target<'t> {
-        let op = opts.op;
-        let symmetric = op == Collective::ReduceScatter || topo.is_symmetric();
-        let synth_topo = if op == Collective::AllGather && !symmetric {
-            Cow::Owned(topo.reversed())
-        } else {
-            Cow::Borrowed(topo)
-        };
-        let halves = (op == Collective::AllReduce && !symmetric).then(|| {
-            Arc::new(Halves {
-                rev: topo.reversed(),
-                opts: opts.clone(),
-                made: Mutex::new(HashMap::new()),
-            })
-        });
-        Target {
-            topo,
-            op,
-            synth_topo,
-            halves,
-        }
-    }
-
-    /// The synthesizers' request.
-    pub fn context(&self, opts: &SynthOptions) -> Result<Context<'_>, SynthError> {
-        Context::new(&self.synth_topo, opts)
-    }
-
-    /// `cands` (reduce-scatters of `algo`) made into the op. An allreduce
-    /// is offered with its broadcast on channels of its own, then — should
-    /// that exceed the runtime's channels — on the reduction's.
-    pub fn shaped(&self, algo: Algo, cands: Vec<Candidate>) -> Vec<Candidate> {
-        let op = self.op;
-        match op {
-            Collective::ReduceScatter => cands,
-            Collective::AllGather => cands
-                .into_iter()
-                .map(|c| -> Candidate { Box::new(move || c().allgather_dual()) })
-                .collect(),
-            Collective::AllReduce => {
-                let mut out: Vec<Candidate> = Vec::with_capacity(2 * cands.len());
-                for c in cands {
-                    // Both forms share the halves, made by whichever is
-                    // built first (first fit builds them in order).
-                    let halves = Rc::new(RefCell::new(Halved::Pending(c)));
-                    for separate in [true, false] {
-                        let (halves, made) = (halves.clone(), self.halves.clone());
-                        out.push(Box::new(move || {
-                            let (rs, ag) = halves.borrow_mut().made(algo, made.as_deref());
-                            Algorithm::allreduce_on(&rs, &ag, separate)
-                        }));
-                    }
-                }
-                out
-            }
-        }
-    }
-}
-
-/// An allreduce candidate's halves: its reduce-scatter candidate, until
-/// one of its forms builds them.
-enum Halved {
-    Pending(Candidate),
-    Made(Algorithm, Algorithm),
-    Taken,
-}
-
-impl Halved {
-    /// The reduce-scatter and allgather halves, made on first use (the
-    /// allgather from `halves` where the machine has them, else the
-    /// reduce-scatter's own dual).
-    fn made(&mut self, algo: Algo, halves: Option<&Halves>) -> (Algorithm, Algorithm) {
-        if let Halved::Pending(_) = self {
-            let Halved::Pending(c) = std::mem::replace(self, Halved::Taken) else {
-                unreachable!("matched above")
-            };
-            let rs = c();
-            let ag = match halves {
-                Some(h) => h.allgather(algo, &rs),
-                None => rs.allgather_dual(),
-            };
-            *self = Halved::Made(rs, ag);
-        }
-        match self {
-            Halved::Made(rs, ag) => (rs.clone(), ag.clone()),
-            _ => unreachable!("made above"),
-        }
-    }
-}
-
-/// Lower reduce-scatter `a` made into `op` (a search's score): an
-/// allreduce with its broadcast on channels of its own, else on the
-/// reduction's where that exceeds the runtime's channels.
-pub(crate) fn lower_shaped(
-    op: Collective,
-    a: &Algorithm,
-    lopts: &LowerOptions,
-) -> Result<Program, crate::lower::LowerError> {
-    match op {
-        Collective::ReduceScatter => crate::lower::lower(a, lopts),
-        Collective::AllGather => crate::lower::lower(&a.allgather_dual(), lopts),
-        Collective::AllReduce => {
-            let ag = a.allgather_dual();
-            match crate::lower::lower(&Algorithm::allreduce_on(a, &ag, true), lopts) {
-                Err(e) if e.is_limit() => {
-                    crate::lower::lower(&Algorithm::allreduce_on(a, &ag, false), lopts)
-                }
-                r => r,
-            }
-        }
-    }
-}
-
-/// Reduce-scatter `a` made into `op`: itself, its allgather dual, or the
-/// allreduce that runs it and then its dual. (A search's score uses this
-/// for allreduce on every machine; the driver's candidates on a machine
-/// whose links differ by direction take their allgather half from the
-/// reversed machine instead, [`Target::shaped`].)
-pub fn shape(op: Collective, a: Algorithm) -> Algorithm {
-    match op {
-        Collective::ReduceScatter => a,
-        Collective::AllGather => a.allgather_dual(),
-        Collective::AllReduce => {
-            let ag = a.allgather_dual();
-            Algorithm::allreduce(&a, &ag)
         }
     }
 }

@@ -1,0 +1,170 @@
+//! The op the driver builds from the synthesizers' reduce-scatters
+//! (docs/architecture.md "The driver"): an allgather is the dual of a
+//! reduce-scatter made for the reversed topology, an allreduce the
+//! reduce-scatter followed by an allgather over the same chunking.
+
+use super::{compile_one, CompileOptions, Mode};
+use crate::ir::{Algorithm, Collective, Program, Topology};
+use crate::lower::LowerOptions;
+use crate::synth::{Algo, Candidate, Context, SynthError, SynthOptions};
+use std::borrow::Cow;
+use std::cell::LazyCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+/// An allreduce candidate's reduce-scatter and allgather halves, made on
+/// first use by whichever of its two channel forms is built first.
+type LazyHalves = LazyCell<(Algorithm, Algorithm), Box<dyn FnOnce() -> (Algorithm, Algorithm)>>;
+
+/// What the driver builds and where: the op on `topo`, and the topology
+/// the synthesizers make their reduce-scatters for (the reversed one for
+/// an allgather, unless it is the same machine).
+pub struct Target<'t> {
+    pub topo: &'t Topology,
+    pub op: Collective,
+    synth_topo: Cow<'t, Topology>,
+    /// An allreduce on a machine whose links differ by direction: its
+    /// allgather halves, made for the reversed machine.
+    halves: Option<Arc<Halves>>,
+}
+
+/// Allgather halves of allreduces on a machine whose links differ by
+/// direction: per synthesizer and chunk count, the dual of the
+/// reduce-scatter that synthesizer makes for the reversed machine (made
+/// once; `None` where it makes none with that chunk count).
+struct Halves {
+    rev: Topology,
+    opts: CompileOptions,
+    made: Mutex<HashMap<(Algo, usize), Option<Algorithm>>>,
+}
+
+impl Halves {
+    /// The allgather half for reduce-scatter `rs` of `algo`: made for the
+    /// reversed machine with `rs`'s chunk count, else `rs`'s own dual.
+    fn allgather(&self, algo: Algo, rs: &Algorithm) -> Algorithm {
+        let k = rs.spec.chunks;
+        let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        let half = made.entry((algo, k)).or_insert_with(|| {
+            let mut o = self.opts.clone();
+            o.op = Collective::ReduceScatter;
+            o.mode = Mode::One(algo);
+            o.synth.chunks = Some(k);
+            compile_one(&self.rev, algo, &o)
+                .ok()
+                .map(|c| c.algorithm)
+                .filter(|a| a.spec == rs.spec)
+        });
+        match half {
+            Some(h) => h.allgather_dual(),
+            None => rs.allgather_dual(),
+        }
+    }
+}
+
+impl<'t> Target<'t> {
+    pub fn new(topo: &'t Topology, opts: &CompileOptions) -> Target<'t> {
+        let op = opts.op;
+        let symmetric = op == Collective::ReduceScatter || topo.is_symmetric();
+        let synth_topo = if op == Collective::AllGather && !symmetric {
+            Cow::Owned(topo.reversed())
+        } else {
+            Cow::Borrowed(topo)
+        };
+        let halves = (op == Collective::AllReduce && !symmetric).then(|| {
+            Arc::new(Halves {
+                rev: topo.reversed(),
+                opts: opts.clone(),
+                made: Mutex::new(HashMap::new()),
+            })
+        });
+        Target {
+            topo,
+            op,
+            synth_topo,
+            halves,
+        }
+    }
+
+    /// The synthesizers' request.
+    pub fn context(&self, opts: &SynthOptions) -> Result<Context<'_>, SynthError> {
+        Context::new(&self.synth_topo, opts)
+    }
+
+    /// `cands` (reduce-scatters of `algo`) made into the op. An allreduce
+    /// is offered with its broadcast on channels of its own, then — should
+    /// that exceed the runtime's channels — on the reduction's.
+    pub fn shaped(&self, algo: Algo, cands: Vec<Candidate>) -> Vec<Candidate> {
+        let op = self.op;
+        match op {
+            Collective::ReduceScatter => cands,
+            Collective::AllGather => cands
+                .into_iter()
+                .map(|c| -> Candidate { Box::new(move || c().allgather_dual()) })
+                .collect(),
+            Collective::AllReduce => {
+                let mut out: Vec<Candidate> = Vec::with_capacity(2 * cands.len());
+                for c in cands {
+                    // Both forms share the halves, made by whichever is
+                    // built first.
+                    let made = self.halves.clone();
+                    let halves: Rc<LazyHalves> = Rc::new(LazyCell::new(Box::new(move || {
+                        let rs = c();
+                        let ag = match &made {
+                            Some(h) => h.allgather(algo, &rs),
+                            None => rs.allgather_dual(),
+                        };
+                        (rs, ag)
+                    })));
+                    for separate in [true, false] {
+                        let halves = halves.clone();
+                        out.push(Box::new(move || {
+                            let (rs, ag) = &**halves;
+                            Algorithm::allreduce_on(rs, ag, separate)
+                        }));
+                    }
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Lower reduce-scatter `a` made into `op` (a search's score): an
+/// allreduce with its broadcast on channels of its own, else on the
+/// reduction's where that exceeds the runtime's channels.
+pub(crate) fn lower_shaped(
+    op: Collective,
+    a: &Algorithm,
+    lopts: &LowerOptions,
+) -> Result<Program, crate::lower::LowerError> {
+    match op {
+        Collective::ReduceScatter => crate::lower::lower(a, lopts),
+        Collective::AllGather => crate::lower::lower(&a.allgather_dual(), lopts),
+        Collective::AllReduce => {
+            let ag = a.allgather_dual();
+            match crate::lower::lower(&Algorithm::allreduce_on(a, &ag, true), lopts) {
+                Err(e) if e.is_limit() => {
+                    crate::lower::lower(&Algorithm::allreduce_on(a, &ag, false), lopts)
+                }
+                r => r,
+            }
+        }
+    }
+}
+
+/// Reduce-scatter `a` made into `op`: itself, its allgather dual, or the
+/// allreduce that runs it and then its dual. (A search's score uses this
+/// for allreduce on every machine; the driver's candidates on a machine
+/// whose links differ by direction take their allgather half from the
+/// reversed machine instead, [`Target::shaped`].)
+pub fn shape(op: Collective, a: Algorithm) -> Algorithm {
+    match op {
+        Collective::ReduceScatter => a,
+        Collective::AllGather => a.allgather_dual(),
+        Collective::AllReduce => {
+            let ag = a.allgather_dual();
+            Algorithm::allreduce(&a, &ag)
+        }
+    }
+}
