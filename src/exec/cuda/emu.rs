@@ -10,7 +10,8 @@ use super::layout::{self, DevStep, DevTb};
 use super::{Raw, KERNEL_SRC};
 use crate::exec::elem::{self, Max, Min, Op, Prod, Sum};
 use crate::exec::{check_outputs, count_for, plan, DType, RedOp};
-use crate::ir::Program;
+use crate::ir::spec::Alias;
+use crate::ir::{Collective, Program};
 use half::{bf16, f16};
 use std::path::PathBuf;
 use std::process::Command;
@@ -120,6 +121,13 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
         esz,
         c.inplace as u64,
         geo.merge,
+        pl.bufs.i_chunks as u64 * chunk,
+        pl.bufs.o_chunks as u64 * chunk,
+        match pl.bufs.alias {
+            Alias::OutInInput => 0,
+            Alias::InputInOut => 1,
+            Alias::Same => 2,
+        },
     ] {
         put(&mut f, v);
     }
@@ -161,9 +169,17 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
         i32s(&mut f, &[rank, first_step, nsteps, send_fifo, recv_fifo]);
         i32s(&mut f, &pad);
     }
+    // Rank r's input: the pattern at its global indices (an allgather's
+    // shard is r's part of the full buffer).
+    let i_len = pl.bufs.i_chunks * chunk as usize;
     for r in 0..n {
         let mut cell = vec![0u8; esz as usize];
-        for idx in 0..(count as usize * n) {
+        let base = if pl.coll == Collective::AllGather {
+            r * i_len
+        } else {
+            0
+        };
+        for idx in base..base + i_len {
             T::from_pattern(elem::pattern(O::OP, r, idx)).put(&mut cell);
             f.extend_from_slice(&cell);
         }
@@ -186,7 +202,7 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
         *s = u64::from_le_bytes(out[8 * k..8 * k + 8].try_into().unwrap());
     }
     let body = &out[64..];
-    let per = (count * esz) as usize;
+    let per = pl.bufs.o_chunks * (chunk * esz) as usize;
     let outs: Vec<Vec<T>> = (0..n)
         .map(|r| {
             body[r * per..(r + 1) * per]
@@ -255,13 +271,25 @@ fn emulated_kernel_runs_shipped_schedules() {
         ("ring8-small-rs.xml", 4096, 256 << 10),
         ("ring8-small-rs.xml", 16384, 128),
         ("dgx1-v100-rs.xml", 4096, 256 << 10),
+        ("ring8-ag.xml", 16384, 128),
+        ("dgx-h100-ag.xml", 16384, 128),
+        ("dgx1-v100-ag.xml", 16384, 128),
+        ("ring8-ar.xml", 16384, 128),
+        ("dgx-h100-ar.xml", 16384, 128),
+        ("dgx1-v100-ar.xml", 16384, 128),
+        ("dgx-a100x4-ar.xml", 16384, 256 << 10),
     ] {
         let p = crate::front::msccl_xml::load(&root.join("schedules").join(f)).unwrap();
-        let mut c = case(size, tile, !p.outofplace);
-        c.timeout_ms = 5_000;
-        let (st, wrong) = run::<f32, Sum>(&p, &c);
-        assert_eq!(st[0], 0, "{f} at {size} B, tile {tile} B: stall {st:?}");
-        assert_eq!(wrong, 0, "{f} at {size} B, tile {tile} B");
+        // Every call mode the file declares (each op aliases differently).
+        let modes = [(p.outofplace, false), (p.inplace, true)];
+        for inplace in modes.iter().filter(|m| m.0).map(|m| m.1) {
+            let mut c = case(size, tile, inplace);
+            c.timeout_ms = 5_000;
+            let (st, wrong) = run::<f32, Sum>(&p, &c);
+            let at = format!("{f} at {size} B, tile {tile} B, inplace {inplace}");
+            assert_eq!(st[0], 0, "{at}: stall {st:?}");
+            assert_eq!(wrong, 0, "{at}");
+        }
     }
 }
 
@@ -277,6 +305,15 @@ fn emulated_kernel_dtypes_and_ops() {
     assert_eq!(run::<f16, Sum>(&p, &c), ([0; 8], 0));
     assert_eq!(run::<bf16, Max>(&p, &c), ([0; 8], 0));
     assert_eq!(run::<i32, Prod>(&p, &c), ([0; 8], 0));
+    // Allgather copies bit for bit whatever the type; allreduce reduces.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schedules");
+    let ag = crate::front::msccl_xml::load(&root.join("ring8-ag.xml")).unwrap();
+    let ar = crate::front::msccl_xml::load(&root.join("ring8-ar.xml")).unwrap();
+    let c = case(16384, 256, false);
+    assert_eq!(run::<f16, Sum>(&ag, &c), ([0; 8], 0));
+    assert_eq!(run::<f64, Min>(&ar, &c), ([0; 8], 0));
+    assert_eq!(run::<bf16, Max>(&ar, &c), ([0; 8], 0));
+    assert_eq!(run::<i32, Prod>(&ar, &c), ([0; 8], 0));
 }
 
 #[test]

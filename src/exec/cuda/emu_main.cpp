@@ -25,11 +25,11 @@ int main(int argc, char** argv) {
   auto rd = [&](void* p, size_t n) {
     if (n && fread(p, 1, n, f) != n) { fprintf(stderr, "short read\n"); exit(3); }
   };
-  u64 h[15];
+  u64 h[18];
   rd(h, sizeof h);
   u64 n = h[0], ntbs = h[1], nsteps = h[2], nfifos = h[3], chunk = h[4], tile = h[5], ntiles = h[6],
       stride = h[7], slots = h[8], count = h[9], works = h[10], timeout = h[11], esz = h[12],
-      inplace = h[13], merge = h[14];
+      inplace = h[13], merge = h[14], i_len = h[15], o_len = h[16], alias = h[17];
   if (esz != sizeof(T)) { fprintf(stderr, "element size %llu != %zu\n", h[12], sizeof(T)); return 3; }
   std::vector<u64> sc(n);
   rd(sc.data(), n * 8);
@@ -39,10 +39,22 @@ int main(int argc, char** argv) {
   rd(tbs.data(), ntbs * sizeof(Tb));
   std::vector<u64> bufs(3 * n);
   std::vector<char*> outp(n);
+  // Out of place each buffer is its own; in place they alias as MSCCL
+  // does (layout.rs io_offsets): o = i[r*|o|..] (alias 0), i = o[r*|i|..]
+  // (1), o = i (2).
   for (u64 r = 0; r < n; r++) {
-    char* in = (char*)zalloc(count * n * esz);
-    rd(in, count * n * esz);
-    char* out = inplace ? in + r * count * esz : (char*)zalloc(count * esz);
+    char *in, *out;
+    if (!inplace) {
+      in = (char*)zalloc(i_len * esz);
+      out = (char*)zalloc(o_len * esz);
+    } else if (alias == 1) {
+      out = (char*)zalloc(o_len * esz);
+      in = out + r * i_len * esz;
+    } else {
+      in = (char*)zalloc(i_len * esz);
+      out = alias == 0 ? in + r * o_len * esz : in;
+    }
+    rd(in, i_len * esz);
     char* scr = (char*)zalloc(sc[r] * chunk * esz);
     bufs[3 * r] = (u64)in;
     bufs[3 * r + 1] = (u64)out;
@@ -89,7 +101,7 @@ int main(int argc, char** argv) {
   FILE* o = fopen(argv[2], "wb");
   if (!o) return 2;
   fwrite(status, 8, 8, o);
-  for (u64 r = 0; r < n; r++) fwrite(outp[r], 1, count * esz, o);
+  for (u64 r = 0; r < n; r++) fwrite(outp[r], 1, o_len * esz, o);
   fclose(o);
   return 0;
 }

@@ -5,6 +5,7 @@
 
 use super::super::plan::Plan;
 use super::super::ExecError;
+use crate::ir::spec::{Alias, Buffers};
 use crate::ir::{Buf, StepKind};
 
 /// Device step, `struct Step` in kernel.cu (8 × i32, 32 bytes).
@@ -133,11 +134,15 @@ fn round_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
-/// Buffer layout for the largest recvcount `max_count`: ranks mapped to the
-/// same device (`device_of[r]`) share one arena per device. Returns each
-/// rank's ranges and each device's arena size.
+/// Buffer layout for the largest recvcount `max_count` of a collective with
+/// buffers `io` (chunks of `i` and `o` per loop of `plan_c` chunks): ranks
+/// mapped to the same device (`device_of[r]`) share one arena per device.
+/// Both ranges are reserved whatever the call mode; `io_offsets` says where
+/// an in-place call's buffers lie. Returns each rank's ranges and each
+/// device's arena size.
 pub fn buffer_layout(
     plan_c: usize,
+    io: Buffers,
     s_chunks: &[usize],
     max_count: u64,
     esize: u64,
@@ -152,6 +157,12 @@ pub fn buffer_layout(
         .ok_or_else(|| ExecError::Size("size overflows".into()))?;
     let mut out = Vec::with_capacity(s_chunks.len());
     let ovf = || ExecError::Size("buffer sizes overflow".into());
+    let bytes_of = |chunks: u64| {
+        chunks
+            .checked_mul(chunk)
+            .and_then(|x| x.checked_mul(esize))
+            .ok_or_else(ovf)
+    };
     for (r, &sc) in s_chunks.iter().enumerate() {
         let d = *device_of
             .get(r)
@@ -161,14 +172,9 @@ pub fn buffer_layout(
             arena[d] = round_up(off.checked_add(bytes).ok_or_else(ovf)?, ALIGN);
             Ok(Range { offset: off, bytes })
         };
-        let input = take(max_count.checked_mul(n * esize).ok_or_else(ovf)?)?;
-        let output = take(max_count.checked_mul(esize).ok_or_else(ovf)?)?;
-        let scratch = take(
-            (sc as u64)
-                .checked_mul(chunk)
-                .and_then(|x| x.checked_mul(esize))
-                .ok_or_else(ovf)?,
-        )?;
+        let input = take(bytes_of(io.i_chunks as u64)?)?;
+        let output = take(bytes_of(io.o_chunks as u64)?)?;
+        let scratch = take(bytes_of(sc as u64)?)?;
         out.push(RankBufs {
             input,
             output,
@@ -176,6 +182,30 @@ pub fn buffer_layout(
         });
     }
     Ok((out, arena))
+}
+
+/// Byte offsets of rank `r`'s input and output within its arena for one
+/// call whose chunks are `chunk_bytes` long. Out of place each buffer is
+/// its own range; in place they overlap as MSCCL aliases them
+/// (msccl-xml.md §5.2): `o` is `i[r·|o| ..]` (reduce-scatter), `i` is
+/// `o[r·|i| ..]` (allgather) or `o` is `i` (allreduce).
+pub fn io_offsets(
+    b: &RankBufs,
+    io: Buffers,
+    inplace: bool,
+    r: usize,
+    chunk_bytes: u64,
+) -> (u64, u64) {
+    let (i_b, o_b) = (
+        io.i_chunks as u64 * chunk_bytes,
+        io.o_chunks as u64 * chunk_bytes,
+    );
+    match (inplace, io.alias) {
+        (false, _) => (b.input.offset, b.output.offset),
+        (true, Alias::OutInInput) => (b.input.offset, b.input.offset + r as u64 * o_b),
+        (true, Alias::InputInOut) => (b.output.offset + r as u64 * i_b, b.output.offset),
+        (true, Alias::Same) => (b.input.offset, b.input.offset),
+    }
 }
 
 /// Per-size engine geometry in elements.
@@ -334,7 +364,8 @@ mod tests {
     #[test]
     fn layout_is_aligned_disjoint_and_sized() {
         // 3 ranks, C = 6, scratch 0/2/1 chunks, count 10 f32 -> chunk 5.
-        let (bufs, arena) = buffer_layout(6, &[0, 2, 1], 10, 4, &[0, 0, 0]).unwrap();
+        let rs = crate::ir::Collective::ReduceScatter.buffers(6, 3);
+        let (bufs, arena) = buffer_layout(6, rs, &[0, 2, 1], 10, 4, &[0, 0, 0]).unwrap();
         assert_eq!(arena.len(), 1);
         let mut all: Vec<Range> = Vec::new();
         for b in &bufs {
@@ -354,11 +385,44 @@ mod tests {
             }
         }
         // One device per rank: three arenas, each starting at 0.
-        let (bufs, arena) = buffer_layout(6, &[0, 2, 1], 10, 4, &[0, 1, 2]).unwrap();
+        let (bufs, arena) = buffer_layout(6, rs, &[0, 2, 1], 10, 4, &[0, 1, 2]).unwrap();
         assert_eq!(arena.len(), 3);
         assert!(bufs.iter().all(|b| b.input.offset == 0));
         // Overflow is an error, not a panic.
-        assert!(buffer_layout(1, &[1 << 20], u64::MAX / 2, 8, &[0]).is_err());
+        let one = crate::ir::Collective::ReduceScatter.buffers(1, 1);
+        assert!(buffer_layout(1, one, &[1 << 20], u64::MAX / 2, 8, &[0]).is_err());
+    }
+
+    #[test]
+    fn io_offsets_alias_per_op() {
+        use crate::ir::Collective;
+        // 2 ranks, C = 4 (2 chunks per shard), 8-byte chunks.
+        for (coll, i_b, o_b) in [
+            (Collective::ReduceScatter, 32, 16),
+            (Collective::AllGather, 16, 32),
+            (Collective::AllReduce, 32, 32),
+        ] {
+            let io = coll.buffers(4, 2);
+            let (bufs, _) = buffer_layout(4, io, &[0, 0], 2, 8, &[0, 0]).unwrap();
+            for (r, b) in bufs.iter().enumerate() {
+                assert_eq!((b.input.bytes, b.output.bytes), (i_b, o_b), "{coll:?}");
+                let (i, o) = io_offsets(b, io, false, r, 8);
+                assert_eq!((i, o), (b.input.offset, b.output.offset));
+                let (i, o) = io_offsets(b, io, true, r, 8);
+                let r = r as u64;
+                match coll {
+                    // o = i[r·|o| ..], inside the input range.
+                    Collective::ReduceScatter => {
+                        assert_eq!((i, o), (b.input.offset, b.input.offset + r * o_b))
+                    }
+                    // i = o[r·|i| ..], inside the output range.
+                    Collective::AllGather => {
+                        assert_eq!((i, o), (b.output.offset + r * i_b, b.output.offset))
+                    }
+                    Collective::AllReduce => assert_eq!((i, o), (b.input.offset, b.input.offset)),
+                }
+            }
+        }
     }
 
     #[test]

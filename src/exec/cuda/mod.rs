@@ -55,12 +55,6 @@ pub fn run_program_cuda(
     mode: Mode,
 ) -> Result<Report, ExecError> {
     let plan = plan::build(prog)?;
-    if plan.coll != crate::ir::Collective::ReduceScatter {
-        return Err(ExecError::Unsupported(format!(
-            "collective {} on the cuda backend (it runs reduce-scatter; the cpu backend runs every op)",
-            prog.coll.display()
-        )));
-    }
     let inplace = aliasing_mode(prog, opts)?;
     // Refuse unsupported dtypes before touching CUDA.
     nvrtc_options((9, 0), opts.dtype, opts.redop)?;

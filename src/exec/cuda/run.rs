@@ -10,6 +10,7 @@ use super::super::{count_for, ExecError, RunOptions, SizeResult, StallReport, Tb
 use super::device::{cu, measure_copy, open_devices, ptr, Dev};
 use super::layout::{self, DevStep, DevTb, Geometry, FIFO_CTRL_WORDS, FLAG_WORDS};
 use super::{Mode, Raw};
+use crate::ir::Collective;
 use cudarc::driver::{sys, CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
@@ -69,8 +70,14 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
         .map(|&s| (s, count_for(s, esz as usize, n, plan.c)))
         .collect();
     let max_count = counts.iter().map(|c| c.1).max().unwrap_or(0);
-    let (rank_bufs, arenas) =
-        layout::buffer_layout(plan.c, &plan.s_chunks, max_count, esz, &device_of)?;
+    let (rank_bufs, arenas) = layout::buffer_layout(
+        plan.c,
+        plan.bufs,
+        &plan.s_chunks,
+        max_count,
+        esz,
+        &device_of,
+    )?;
     // FIFO slots are allocated once, for the largest tile of any size: with
     // merged calls a smaller size can have the larger tile.
     let max_cnt = plan.max_cnt() as u64;
@@ -117,25 +124,18 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
         .zip(&arena_mem)
         .map(|(d, m)| ptr(m, &d.stream))
         .collect();
-    // Output offset of rank r: its own buffer, or (in place) the rank's
-    // shard of its input, i[r·count ..].
-    let out_off = |r: usize, count: u64| -> u64 {
-        let b = &rank_bufs[r];
-        if inplace {
-            b.input.offset + r as u64 * count * esz
-        } else {
-            b.output.offset
-        }
+    // Input and output offsets of rank r for recvcount `count` (aliased
+    // as the op's in-place call aliases them).
+    let io_off = |r: usize, count: u64| -> (u64, u64) {
+        let chunk_b = count * n as u64 / plan.c as u64 * esz;
+        layout::io_offsets(&rank_bufs[r], plan.bufs, inplace, r, chunk_b)
     };
     let bufs_for = |count: u64| -> Vec<u64> {
         let mut t = Vec::with_capacity(3 * n);
         for (r, b) in rank_bufs.iter().enumerate() {
             let base = arena_ptr[device_of[r]];
-            t.extend([
-                base + b.input.offset,
-                base + out_off(r, count),
-                base + b.scratch.offset,
-            ]);
+            let (i, o) = io_off(r, count);
+            t.extend([base + i, base + o, base + b.scratch.offset]);
         }
         t
     };
@@ -208,29 +208,43 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
                 .memset_zeros(&mut t.flags)
                 .map_err(cu("clear flags"))?;
         }
-        // Inputs, poisoned outputs (out of place) and scratch.
+        // Poisoned outputs and scratch, then inputs (an in-place
+        // allgather's input lies inside its output). Rank r's input holds
+        // the pattern at its global indices: its shard's for an allgather.
+        let (i_len, o_len) = (
+            plan.bufs.i_chunks as u64 * chunk,
+            plan.bufs.o_chunks as u64 * chunk,
+        );
         for r in 0..n {
             let b = &rank_bufs[r];
             let d = &devs[device_of[r]];
-            let mut host = vec![0u8; (count * n as u64 * esz) as usize];
+            let (io, oo) = io_off(r, count);
+            let base = if plan.coll == Collective::AllGather {
+                r * i_len as usize
+            } else {
+                0
+            };
             let e = esz as usize;
+            let mut host = vec![0u8; i_len as usize * e];
             crate::par::for_parts(&mut host, e, |off, part| {
                 for (i, cell) in part.chunks_exact_mut(e).enumerate() {
-                    T::from_pattern(elem::pattern(O::OP, r, off / e + i)).put(cell);
+                    T::from_pattern(elem::pattern(O::OP, r, base + off / e + i)).put(cell);
                 }
             });
-            let mut poison = vec![0u8; esz as usize];
+            let mut poison = vec![0u8; e];
             T::poison().put(&mut poison);
-            let out_b = if inplace { 0 } else { (count * esz) as usize };
+            // In place, the output of a reduce-scatter or allreduce is
+            // (inside) the input: nothing to poison.
+            let out_b = if inplace && plan.coll != Collective::AllGather {
+                0
+            } else {
+                o_len as usize * e
+            };
             let scr_b = (plan.s_chunks[r] as u64 * chunk * esz) as usize;
             let fill =
                 |len: usize| -> Vec<u8> { poison.iter().copied().cycle().take(len).collect() };
             let arena = &mut arena_mem[device_of[r]];
-            let io = b.input.offset as usize;
-            d.stream
-                .memcpy_htod(&host, &mut arena.slice_mut(io..io + host.len()))
-                .map_err(cu("upload input"))?;
-            let oo = b.output.offset as usize;
+            let (io, oo) = (io as usize, oo as usize);
             d.stream
                 .memcpy_htod(&fill(out_b), &mut arena.slice_mut(oo..oo + out_b))
                 .map_err(cu("upload output"))?;
@@ -238,6 +252,9 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
             d.stream
                 .memcpy_htod(&fill(scr_b), &mut arena.slice_mut(so..so + scr_b))
                 .map_err(cu("upload scratch"))?;
+            d.stream
+                .memcpy_htod(&host, &mut arena.slice_mut(io..io + host.len()))
+                .map_err(cu("upload input"))?;
         }
         for d in &devs {
             d.stream.synchronize().map_err(cu("sync"))?;
@@ -307,9 +324,10 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
             let mut outs: Vec<Vec<T>> = Vec::with_capacity(n);
             for r in 0..n {
                 let d = &devs[device_of[r]];
-                let off = out_off(r, count) as usize;
+                let off = io_off(r, count).1 as usize;
                 let arena = &arena_mem[device_of[r]];
-                let mut host = vec![0u8; (count * esz) as usize];
+                let o_len = plan.bufs.o_chunks as u64 * chunk;
+                let mut host = vec![0u8; (o_len * esz) as usize];
                 d.stream
                     .memcpy_dtoh(&arena.slice(off..off + host.len()), &mut host)
                     .map_err(cu("download output"))?;
