@@ -204,6 +204,9 @@ struct Engine<'a> {
     steps_executed: u64,
     // Component search scratch.
     stamp: u64,
+    /// Connections whose flows changed at `now`; their components' rates
+    /// are recomputed once before time moves on (`flush`).
+    dirty: Vec<usize>,
     link_stamp: Vec<u64>,
     flow_stamp: Vec<u64>,
     rem_cap: Vec<f64>,
@@ -380,6 +383,7 @@ pub fn simulate(
         depth,
         steps_executed: 0,
         stamp: 0,
+        dirty: Vec::new(),
         link_stamp: vec![0; nl],
         flow_stamp: Vec::new(),
         rem_cap: vec![0.0; nl],
@@ -422,6 +426,20 @@ impl Engine<'_> {
         loop {
             while let Some(tb) = self.work.pop() {
                 self.try_advance(tb);
+            }
+            // Rates change only between instants: every flow change at
+            // `now` is in before the components are recomputed, once.
+            if !self.dirty.is_empty() {
+                let next = match (self.heap.peek(), self.finishes.peek()) {
+                    (None, None) => None,
+                    (Some(e), None) => Some(e.t),
+                    (None, Some((t, _, _))) => Some(t),
+                    (Some(e), Some((t, _, _))) => Some(e.t.min(t)),
+                };
+                if next.is_none_or(|t| t > self.now) {
+                    self.flush();
+                    continue;
+                }
             }
             // The earlier of the next event and the next flow finish, by
             // (time, sequence number).
@@ -618,7 +636,7 @@ impl Engine<'_> {
             self.arrive(f);
             return;
         }
-        self.recompute(c);
+        self.dirty.push(c);
     }
 
     fn finish(&mut self, f: usize) {
@@ -632,8 +650,27 @@ impl Engine<'_> {
         }
         self.flows[f].rate = 0.0;
         self.flows[f].remaining = 0.0;
-        self.recompute(c);
+        self.dirty.push(c);
         self.arrive(f);
+    }
+
+    /// Recompute the rates of every component a dirty connection touches,
+    /// each component once (a connection whose links were all reached by
+    /// an earlier recompute of this flush is already done).
+    fn flush(&mut self) {
+        let base = self.stamp;
+        let dirty = std::mem::take(&mut self.dirty);
+        for &c in &dirty {
+            if self.conns[c]
+                .links
+                .iter()
+                .any(|&l| self.link_stamp[l] <= base)
+            {
+                self.recompute(c);
+            }
+        }
+        self.dirty = dirty;
+        self.dirty.clear();
     }
 
     fn arrive(&mut self, f: usize) {
