@@ -20,6 +20,7 @@ fn ring(n: usize) -> Topology {
                 rank: Some(r),
                 host: None,
                 sms: None,
+                mem_gbps: None,
             })
         })
         .collect();

@@ -23,6 +23,7 @@ impl B {
             rank,
             host: None,
             sms: None,
+            mem_gbps: None,
         })
     }
     fn gpus(&mut self, n: usize, off: usize, prefix: &str) -> Vec<NodeIndex> {

@@ -1,5 +1,7 @@
 //! Regression: the schedule emitted for every shipped topology is pinned,
-//! both as an insta snapshot and as the committed file in schedules/.
+//! both as an insta snapshot and as the committed file in schedules/,
+//! each for the runtime `rscc synth` targets by default (RCCL for the AMD
+//! machine, whose files use only `s`, `r`, `re`, `cpy` and `nop`).
 //! Regenerate schedules/ with `RSCC_UPDATE_SCHEDULES=1 cargo test --test
 //! schedules` and review snapshot changes with `cargo insta review`.
 
@@ -23,10 +25,13 @@ fn shipped() -> Vec<(String, std::path::PathBuf)> {
 
 fn emit(path: &Path, op: Collective) -> String {
     let topo = rscc::front::load_topology(path).expect("shipped topology loads");
-    let opts = CompileOptions {
+    // The runtime `rscc synth` targets by default: RCCL on AMD GPUs.
+    let mut opts = CompileOptions {
         op,
         ..CompileOptions::default()
     };
+    opts.lower.runtime = topo.default_runtime();
+    opts.lower.max_bytes = opts.lower.runtime.encode_max_bytes(None);
     let c = compile(&topo, &opts).expect("compiles");
     assert_eq!(c.program.coll, op);
     rscc::back::msccl_xml::to_string(&c.program)
@@ -38,6 +43,14 @@ fn emit(path: &Path, op: Collective) -> String {
 fn pin(stem: &str, xml: &str, stale: &mut Vec<String>) {
     let p = rscc::front::msccl_xml::parse(xml, stem).expect("own XML parses");
     verify(&p, &VerifyOptions::default()).expect("own XML verifies");
+    // An RCCL file (named so) also keeps RCCL's rules.
+    if p.name.starts_with("rscc_rccl_") {
+        let o = VerifyOptions {
+            runtime: Some(rscc::ir::Runtime::Rccl),
+            ..VerifyOptions::default()
+        };
+        verify(&p, &o).expect("an RCCL file keeps RCCL's rules");
+    }
     let file = Path::new("schedules").join(format!("{stem}.xml"));
     if std::env::var_os("RSCC_UPDATE_SCHEDULES").is_some() {
         std::fs::write(&file, xml).expect("write schedule");

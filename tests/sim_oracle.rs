@@ -16,6 +16,7 @@ fn gpu_nodes(g: &mut DiGraph<Node, Link>, n: usize) -> Vec<NodeIndex> {
                 rank: Some(r),
                 host: None,
                 sms: None,
+                mem_gbps: None,
             })
         })
         .collect()
@@ -54,6 +55,7 @@ fn switch_topo(n: usize, bw: &[f64], alpha: f64) -> Topology {
         rank: None,
         host: None,
         sms: None,
+        mem_gbps: None,
     });
     for (i, &gn) in gs.iter().enumerate() {
         let b = bw[i % bw.len()];
@@ -433,6 +435,53 @@ fn dependencies_order_threadblocks() {
     assert!(rel(res.time_us, 102.0) < 1e-9, "{}", res.time_us);
     let free = sim::simulate(&p, &topo, size, &no_tiling()).unwrap();
     assert!(rel(free.time_us, 100.0) < 1e-9);
+}
+
+#[test]
+fn local_passes_share_their_gpus_memory() {
+    // Rank 0 runs two `re` passes at once (two threadblocks), rank 1 one:
+    // a `re` of b bytes moves 3b through its GPU's memory, and concurrent
+    // passes on one GPU share it max-min fairly.
+    let mut topo = ring_topo(2, 10.0, 0.0);
+    let re = || {
+        Step::new(StepKind::Reduce)
+            .src(Buf::Input, 0)
+            .dst(Buf::Scratch, 0)
+    };
+    let p = prog(
+        2,
+        2,
+        vec![
+            gpu(
+                0,
+                2,
+                vec![tb(0, -1, -1, vec![re()]), tb(1, -1, -1, vec![re()])],
+            ),
+            gpu(1, 2, vec![tb(0, -1, -1, vec![re()])]),
+        ],
+    );
+    let size = 2_000_000u64; // chunk 1 MB: 3 MB touched per pass
+    let opts = SimOptions {
+        mem_gbps: Some(1000.0),
+        ..no_tiling()
+    };
+    let res = sim::simulate(&p, &topo, size, &opts).unwrap();
+    // Rank 0: 6 MB at 1000 GB/s = 6 µs; rank 1: 3 µs.
+    assert!(rel(res.rank_end_us[0], 6.0) < 1e-9, "{:?}", res.rank_end_us);
+    assert!(rel(res.rank_end_us[1], 3.0) < 1e-9, "{:?}", res.rank_end_us);
+    // A GPU's own figure wins over the option's.
+    let g0 = topo.ranks[0];
+    topo.graph[g0].mem_gbps = Some(3000.0);
+    let res = sim::simulate(&p, &topo, size, &opts).unwrap();
+    assert!(rel(res.rank_end_us[0], 2.0) < 1e-9, "{:?}", res.rank_end_us);
+    // RCCL's defaults charge them, the executor's do not.
+    let rccl = SimOptions::for_runtime(Runtime::Rccl);
+    assert!(rccl.mem_gbps.is_some());
+    assert!(SimOptions::for_runtime(Runtime::Executor)
+        .mem_gbps
+        .is_none());
+    // The link counters hold the topology's links only.
+    assert_eq!(res.link_bytes.len(), topo.graph.edge_count());
 }
 
 #[test]

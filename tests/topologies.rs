@@ -483,3 +483,31 @@ fn shipped_machines_written_link_by_link_are_the_same() {
         );
     }
 }
+
+/// Whose GPUs a machine has decides the runtime `rscc synth` targets: the
+/// JSON `vendor`, else the links (xGMI: AMD; NVLink/NVSwitch: NVIDIA), and
+/// an import's format says it for dumps with neither.
+#[test]
+fn the_gpus_vendor_picks_the_default_runtime() {
+    use rscc::ir::{Runtime, Vendor};
+    let load = |p: &str| rscc::front::load_topology(Path::new(p)).unwrap();
+    let mi = load("topologies/mi300x.json");
+    assert_eq!(mi.gpu_vendor(), Some(Vendor::Amd));
+    assert_eq!(mi.default_runtime(), Runtime::Rccl);
+    let h = load("topologies/dgx-h100.json");
+    assert_eq!(h.gpu_vendor(), Some(Vendor::Nvidia));
+    assert_eq!(h.default_runtime(), Runtime::Executor);
+    // PCIe only: the RCCL XML format says AMD; the JSON round trip keeps it.
+    let v = load("tests/data/real/rccl-xml/rccl_topo_8p_pcie_Vega20-gfx906_8GPU_PCIe.xml");
+    assert!(v.graph.edge_weights().all(|l| l.kind != "xgmi"));
+    assert_eq!(v.vendor, Some(Vendor::Amd));
+    let back = rscc::front::topo_json::parse(&rscc::front::topo_json::to_json(&v), "v").unwrap();
+    assert_eq!(back.vendor, Some(Vendor::Amd));
+    assert_eq!(back.default_runtime(), Runtime::Rccl);
+    // Its GPUs' memory comes from the dump's gcn (gfx906: 1 TB/s).
+    let g0 = v.ranks[0];
+    assert_eq!(v.graph[g0].mem_gbps, Some(1024.0));
+    // A PCIe-only machine that says nothing is NVIDIA's executor's.
+    let c = load("topologies/cpu-shm.json");
+    assert_eq!(c.default_runtime(), Runtime::Executor);
+}

@@ -33,6 +33,10 @@ pub struct SimulateArgs {
     /// Write a Chrome trace-event file of the largest size.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// The runtime the file runs on: rccl charges its local `re`/`cpy`
+    /// passes (it has no fused steps); the others run them for free.
+    #[arg(long, value_enum, default_value = "executor")]
+    pub runtime: super::synth::RuntimeArg,
 }
 
 fn sim_err(e: SimError) -> CliError {
@@ -46,7 +50,7 @@ fn sim_err(e: SimError) -> CliError {
 pub fn options(args: &SimulateArgs) -> Result<SimOptions, CliError> {
     let mut o = SimOptions {
         tiling: !args.no_tiling,
-        ..SimOptions::default()
+        ..SimOptions::for_runtime(args.runtime.runtime())
     };
     if let Some(t) = &args.tile {
         o.tile_bytes = sizes::parse_size(t).map_err(|e| CliError::input(format!("--tile: {e}")))?;

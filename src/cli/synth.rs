@@ -39,6 +39,19 @@ pub enum RuntimeArg {
     Executor,
     /// microsoft/msccl (coll="reduce_scatter").
     Legacy,
+    /// ROCm/rccl: the executor's format with RCCL's limits and its reduced
+    /// step set (s, r, re, cpy, nop).
+    Rccl,
+}
+
+impl RuntimeArg {
+    pub fn runtime(self) -> Runtime {
+        match self {
+            RuntimeArg::Executor => Runtime::Executor,
+            RuntimeArg::Legacy => Runtime::Legacy,
+            RuntimeArg::Rccl => Runtime::Rccl,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -95,9 +108,9 @@ pub struct SynthArgs {
     /// NCCL protocol written into the file.
     #[arg(long, value_enum, default_value = "simple")]
     pub proto: ProtoArg,
-    /// Runtime the file targets.
-    #[arg(long, value_enum, default_value = "executor")]
-    pub runtime: RuntimeArg,
+    /// Runtime the file targets (default: rccl for AMD GPUs, else executor).
+    #[arg(long, value_enum)]
+    pub runtime: Option<RuntimeArg>,
     /// Only in-place calls (default: both in-place and out-of-place).
     #[arg(long, conflicts_with = "outofplace")]
     pub inplace: bool,
@@ -126,7 +139,12 @@ pub fn run(a: SynthArgs) -> CliResult {
             Algo::names()
         ))
     })?;
-    let opts = options(&a, mode);
+    let opts = options(
+        &a,
+        mode,
+        a.runtime
+            .map_or(topo.default_runtime(), RuntimeArg::runtime),
+    );
     let sizes = match &a.sizes {
         Some(s) => {
             super::sizes::parse_sizes(s).map_err(|e| CliError::input(format!("--sizes: {e}")))?
@@ -225,18 +243,14 @@ pub fn run(a: SynthArgs) -> CliResult {
 }
 
 /// The compile options of the arguments.
-fn options(a: &SynthArgs, mode: Mode) -> CompileOptions {
-    let runtime = match a.runtime {
-        RuntimeArg::Executor => Runtime::Executor,
-        RuntimeArg::Legacy => Runtime::Legacy,
-    };
+fn options(a: &SynthArgs, mode: Mode, runtime: Runtime) -> CompileOptions {
     let (inplace, outofplace) = match (a.inplace, a.outofplace, runtime) {
         (true, _, _) => (true, false),
         (_, true, _) => (false, true),
         // Legacy uses a file only for calls whose in-place-ness equals
         // `inplace`: default to in-place there.
         (false, false, Runtime::Legacy) => (true, false),
-        (false, false, Runtime::Executor) => (true, true),
+        (false, false, Runtime::Executor | Runtime::Rccl) => (true, true),
     };
     CompileOptions {
         mode,
@@ -279,7 +293,13 @@ fn auto_with_progress(
             eprint!("\r[{done}/{total}] {what:<60}");
         }
     };
-    let sel = compile::auto(topo, opts, sizes, &SimOptions::default(), Some(&progress));
+    let sel = compile::auto(
+        topo,
+        opts,
+        sizes,
+        &SimOptions::for_runtime(opts.lower.runtime),
+        Some(&progress),
+    );
     if shown.load(std::sync::atomic::Ordering::Relaxed) {
         eprint!("\r{:<80}\r", "");
     }

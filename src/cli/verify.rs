@@ -48,10 +48,7 @@ pub fn run(a: VerifyArgs) -> CliResult {
         }
         opts.max_tbs = topo.min_sms().map(|s| s as usize);
     }
-    opts.runtime = a.runtime.map(|r| match r {
-        RuntimeArg::Executor => Runtime::Executor,
-        RuntimeArg::Legacy => Runtime::Legacy,
-    });
+    opts.runtime = a.runtime.map(RuntimeArg::runtime);
     let res = verify_all(&p, &opts);
     let prog_coll = p.coll.display();
     let file = a.file.display().to_string();

@@ -284,8 +284,8 @@ impl Selection {
     }
 
     /// The band directory: one file per band, its schedule limited to the
-    /// band, named so that the names say which algorithm serves which
-    /// sizes.
+    /// band, named so that the names say which op, runtime (`rccl-` for
+    /// RCCL) and algorithm serve which sizes.
     pub fn band_files(&self) -> Vec<BandFile> {
         self.bands
             .iter()
@@ -294,8 +294,13 @@ impl Selection {
                 let mut program = c.program.clone();
                 program.min_bytes = b.min_bytes as i64;
                 program.max_bytes = Some(program.runtime.encode_max_bytes(b.max_bytes));
+                // RCCL files say so in their names too.
+                let rt = match program.runtime {
+                    crate::ir::Runtime::Rccl => "rccl-",
+                    _ => "",
+                };
                 let name = format!(
-                    "{}-{}-{}-{}.xml",
+                    "{}-{rt}{}-{}-{}.xml",
                     program.coll.short(),
                     c.algo.name(),
                     b.min_bytes,

@@ -21,7 +21,7 @@ pub fn first_fit(
 ) -> Result<Compiled, CompileError> {
     let lopts = opts.lower_options(topo, algo);
     let vopts = VerifyOptions {
-        max_tbs: topo.min_sms().map(|s| s as usize),
+        max_tbs: Some(opts.tb_budget(topo)),
         ..VerifyOptions::default()
     };
     let mut fallbacks = Vec::new();
@@ -41,10 +41,14 @@ pub fn first_fit(
             }
         };
         if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
+            let why = match topo.min_sms() {
+                Some(s) if s as usize == m => format!("the GPU's {m} SMs"),
+                _ => format!("the {} runtime's {m}", opts.lower.runtime.name()),
+            };
             fallbacks.push(format!(
-                "{}: {} threadblocks per rank exceed the GPU's {m} SMs",
+                "{}: {} threadblocks per rank exceed {why}",
                 alg.name,
-                program.max_tbs_per_rank()
+                program.max_tbs_per_rank(),
             ));
             continue;
         }

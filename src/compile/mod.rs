@@ -24,7 +24,7 @@ pub use auto::{auto, default_sizes, Band, BandFile, Progress, Selection};
 pub(crate) use target::lower_shaped;
 pub use target::{shape, Target};
 
-use crate::ir::{Algorithm, Collective, Program, Topology};
+use crate::ir::{Algorithm, Collective, Program, Runtime, Topology};
 use crate::lower::LowerOptions;
 use crate::synth::{Algo, Candidate, Context, Offer, SynthError, SynthOptions};
 use crate::verify::VerifyReport;
@@ -89,15 +89,29 @@ impl CompileOptions {
             Collective::ReduceScatter => String::new(),
             o => format!("{}_", o.short()),
         };
+        // The runtime a file is for is in its name where it is not the
+        // executor's format alone (RCCL runs only the reduced step set).
+        let rt = match self.lower.runtime {
+            Runtime::Rccl => "rccl_",
+            Runtime::Executor | Runtime::Legacy => "",
+        };
         LowerOptions {
             name: format!(
-                "rscc_{op}{}_{}_{}",
+                "rscc_{rt}{op}{}_{}_{}",
                 algo.name(),
                 sanitize(&topo.name),
                 topo.num_ranks()
             ),
             ..self.lower.clone()
         }
+    }
+
+    /// Threadblocks per rank a schedule may use: at most the GPUs' SMs
+    /// (all of them must be co-resident) and the runtime's threadblock
+    /// limit (64 on RCCL).
+    pub fn tb_budget(&self, topo: &Topology) -> usize {
+        let sms = topo.min_sms().map_or(usize::MAX, |s| s as usize);
+        sms.min(self.lower.runtime.max_tb_id())
     }
 }
 

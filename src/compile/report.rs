@@ -35,7 +35,7 @@ pub fn synth_report(
     sel: Option<&Selection>,
     per_band: bool,
 ) -> Result<Vec<ReportRow>, SimError> {
-    let so = SimOptions::default();
+    let so = SimOptions::for_runtime(opts.lower.runtime);
     let sizes = REPORT_SIZES;
     let served: Vec<&Compiled> = match sel.filter(|_| per_band) {
         Some(s) => sizes

@@ -24,8 +24,8 @@ pub(crate) fn run(
     let topo = t.topo;
     let op = t.op;
     let lopts = opts.lower_options(topo, algo);
-    let sms = topo.min_sms().map(|s| s as usize);
-    let simopts = SimOptions::default();
+    let sms = Some(opts.tb_budget(topo));
+    let simopts = SimOptions::for_runtime(opts.lower.runtime);
     let size = search.score_size();
     let Budget { evals, steps } = search.budget();
     // Program steps lowered so far: the default budget's measure of work.

@@ -32,6 +32,18 @@ pub enum Format {
 }
 
 impl Format {
+    /// Whose GPUs a dump of this format describes (JSON says it itself).
+    pub fn vendor(self) -> Option<crate::ir::Vendor> {
+        use crate::ir::Vendor;
+        match self {
+            Format::NcclXml | Format::NvidiaSmi => Some(Vendor::Nvidia),
+            Format::RcclXml | Format::RocmSmi => Some(Vendor::Amd),
+            Format::Json => None,
+        }
+    }
+}
+
+impl Format {
     pub fn as_str(self) -> &'static str {
         match self {
             Format::NcclXml => "nccl-xml",
@@ -173,6 +185,7 @@ impl Builder {
             rank: None,
             host,
             sms: None,
+            mem_gbps: None,
         });
         self.ids.insert(name, n);
         n

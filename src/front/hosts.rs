@@ -60,6 +60,7 @@ pub fn replicate_hosts(
                 rank: src.rank.map(|r| h * n + r),
                 host: Some(format!("h{h}")),
                 sms: src.sms,
+                mem_gbps: src.mem_gbps,
             });
         }
         for e in single.graph.edge_references() {
@@ -79,6 +80,7 @@ pub fn replicate_hosts(
                 rank: None,
                 host: None,
                 sms: None,
+                mem_gbps: None,
             });
             let link = Link {
                 bw_gbps: rail.nic_gbps,
@@ -107,5 +109,7 @@ pub fn replicate_hosts(
             rail.alpha_us,
         )
     };
-    Ok(Topology::new(name, description, g))
+    let mut t = Topology::new(name, description, g);
+    t.vendor = single.vendor;
+    Ok(t)
 }

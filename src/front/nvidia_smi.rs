@@ -263,7 +263,8 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
         n - g
     );
     assumptions.push(super::builder::alpha_assumption());
-    let topology = b.finish(name, description, file)?;
+    let mut topology = b.finish(name, description, file)?;
+    topology.vendor = Format::NvidiaSmi.vendor();
     let gpu_infos = GpuInfo::of_text_dump(&model, infos);
     Ok(ImportReport {
         topology,
@@ -326,6 +327,7 @@ fn gpu_nodes(b: &mut Builder, g: usize, model: GpuModel) -> Vec<NodeIndex> {
             let n = b.node(&format!("gpu{r}"), NodeKind::Gpu, None);
             b.g[n].rank = Some(r);
             b.g[n].sms = Some(model.sms);
+            b.g[n].mem_gbps = Some(model.mem_gbps);
             n
         })
         .collect()

@@ -222,6 +222,7 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
             let n = b.node(&format!("gpu{r}"), NodeKind::Gpu, None);
             b.g[n].rank = Some(r);
             b.g[n].sms = Some(model.sms);
+            b.g[n].mem_gbps = Some(model.mem_gbps);
             n
         })
         .collect();
@@ -294,7 +295,8 @@ pub fn import(text: &str, file: &str, opts: &ImportOptions) -> Result<ImportRepo
         model.name
     );
     assumptions.push(super::builder::alpha_assumption());
-    let topology = b.finish(name, description, file)?;
+    let mut topology = b.finish(name, description, file)?;
+    topology.vendor = Format::RocmSmi.vendor();
     let gpu_infos = GpuInfo::of_text_dump(&model, infos);
     Ok(ImportReport {
         topology,

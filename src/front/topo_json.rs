@@ -13,6 +13,9 @@ pub struct TopoFile {
     pub name: String,
     #[serde(default)]
     pub description: String,
+    /// "nvidia" or "amd": whose GPUs (decides the default runtime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<String>,
     pub nodes: Vec<NodeJson>,
     pub links: Vec<LinkJson>,
 }
@@ -28,6 +31,9 @@ pub struct NodeJson {
     pub host: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sms: Option<u32>,
+    /// GB/s of the GPU's memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_gbps: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -106,12 +112,21 @@ pub fn build(tf: &TopoFile, file: &str) -> Result<Topology, FrontError> {
             }
             (_, None) => None,
         };
+        if let Some(m) = n.mem_gbps {
+            if n.kind != NodeKind::Gpu || !(m.is_finite() && m > 0.0) {
+                return Err(err(format!(
+                    "nodes[{i}] \"{}\": mem_gbps must be a positive number on a gpu, got {m}",
+                    n.id
+                )));
+            }
+        }
         let idx = g.add_node(Node {
             id: n.id.clone(),
             kind: n.kind,
             rank,
             host: n.host.clone(),
             sms: n.sms,
+            mem_gbps: n.mem_gbps,
         });
         ids.insert(n.id.as_str(), idx);
     }
@@ -160,7 +175,13 @@ pub fn build(tf: &TopoFile, file: &str) -> Result<Topology, FrontError> {
             g.add_edge(b, a, link);
         }
     }
-    let topo = Topology::new(tf.name.clone(), tf.description.clone(), g);
+    let mut topo = Topology::new(tf.name.clone(), tf.description.clone(), g);
+    if let Some(v) = &tf.vendor {
+        topo.vendor = Some(
+            crate::ir::Vendor::parse(v)
+                .ok_or_else(|| err(format!("vendor \"{v}\" is not one of \"nvidia\", \"amd\"")))?,
+        );
+    }
     validate(&topo).map_err(err)?;
     Ok(topo)
 }
@@ -234,6 +255,7 @@ pub fn to_file(t: &Topology) -> TopoFile {
                 rank: n.rank.map(|r| r as i64),
                 host: n.host.clone(),
                 sms: n.sms,
+                mem_gbps: n.mem_gbps,
             }
         })
         .collect();
@@ -267,6 +289,7 @@ pub fn to_file(t: &Topology) -> TopoFile {
     TopoFile {
         name: t.name.clone(),
         description: t.description.clone(),
+        vendor: t.vendor.map(|v| v.name().to_string()),
         nodes,
         links,
     }

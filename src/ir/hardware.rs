@@ -32,6 +32,17 @@ pub const PCIE_GEN4_X16_GBPS: f64 = 31.5;
 /// PCIe Gen5 ×16 hardware rate per direction: 32 GT/s × 16 lanes × 128/130 / 8.
 pub const PCIE_GEN5_X16_GBPS: f64 = 63.0;
 
+/// A GPU's memory bandwidth, GB/s of bytes touched, that its concurrent
+/// local `cpy` and `re` passes share (max-min fairly; `cpy` touches 2 ×
+/// its bytes, `re` 3 ×) when the simulator charges them: for a runtime
+/// without fused steps (RCCL, `SimOptions::for_runtime`), which runs a
+/// reduction as a receive and a separate local pass. 1 TB/s is the HBM
+/// bandwidth of the slowest AMD GPU RCCL runs MSCCL files on (MI50 /
+/// Vega20, a vendor figure; MI100 1.2, an MI250X GCD 1.6, MI300X 5.3 TB/s),
+/// so the charge errs high. Fused steps (`rrc`, `rrs`, …) reduce while the
+/// data streams and are not charged, as the links bound them.
+pub const LOCAL_MEM_GBPS: f64 = 1000.0;
+
 /// A GPU model: the per-link and per-GPU facts of §1.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GpuModel {
@@ -49,6 +60,11 @@ pub struct GpuModel {
     pub nic_gbps: f64,
     /// SMs / CUs (per GCD for MI250).
     pub sms: u32,
+    /// HBM bandwidth, GB/s (per GCD for MI250/MI250X): vendor figures,
+    /// unconfirmed (V100 0.9, A100 80 GB 2.0, H100 SXM 3.35, H200 4.8,
+    /// B200 8 TB/s; MI100 1.23, MI210 1.6, MI250(X) 3.2 per package,
+    /// MI300X 5.3 TB/s).
+    pub mem_gbps: f64,
 }
 
 const fn model(
@@ -68,21 +84,29 @@ const fn model(
         pcie_gbps,
         nic_gbps,
         sms,
+        mem_gbps: 0.0,
+    }
+}
+
+impl GpuModel {
+    /// The model with its HBM bandwidth.
+    const fn mem(self, mem_gbps: f64) -> GpuModel {
+        GpuModel { mem_gbps, ..self }
     }
 }
 
 /// Known GPU models (`--gpu` values), from §1–§2.
 pub const GPU_MODELS: &[GpuModel] = &[
-    model("v100", "nvlink", 25.0, 6, 12.0, 12.5, 80),
-    model("a100", "nvlink", 25.0, 12, 24.0, 25.0, 108),
-    model("h100", "nvlink", 25.0, 18, 48.0, 50.0, 132),
-    model("h200", "nvlink", 25.0, 18, 48.0, 50.0, 132),
-    model("b200", "nvlink", 50.0, 18, 48.0, 50.0, 148),
-    model("mi100", "xgmi", 46.0, 3, 24.0, 25.0, 120),
-    model("mi210", "xgmi", 50.0, 3, 24.0, 25.0, 104),
-    model("mi250", "xgmi", 50.0, 8, 24.0, 25.0, 110),
-    model("mi250x", "xgmi", 50.0, 8, 24.0, 25.0, 110),
-    model("mi300x", "xgmi", 64.0, 7, 48.0, 50.0, 304),
+    model("v100", "nvlink", 25.0, 6, 12.0, 12.5, 80).mem(900.0),
+    model("a100", "nvlink", 25.0, 12, 24.0, 25.0, 108).mem(2039.0),
+    model("h100", "nvlink", 25.0, 18, 48.0, 50.0, 132).mem(3350.0),
+    model("h200", "nvlink", 25.0, 18, 48.0, 50.0, 132).mem(4800.0),
+    model("b200", "nvlink", 50.0, 18, 48.0, 50.0, 148).mem(8000.0),
+    model("mi100", "xgmi", 46.0, 3, 24.0, 25.0, 120).mem(1229.0),
+    model("mi210", "xgmi", 50.0, 3, 24.0, 25.0, 104).mem(1638.0),
+    model("mi250", "xgmi", 50.0, 8, 24.0, 25.0, 110).mem(1638.0),
+    model("mi250x", "xgmi", 50.0, 8, 24.0, 25.0, 110).mem(1638.0),
+    model("mi300x", "xgmi", 64.0, 7, 48.0, 50.0, 304).mem(5300.0),
 ];
 
 /// Look a model up by name (case-insensitive; "h20" and "h800" read as
@@ -190,6 +214,8 @@ pub struct XgmiGen {
     pub gcn: &'static [&'static str],
     pub link_gbps: f64,
     pub name: &'static str,
+    /// HBM bandwidth of one GPU (GCD), GB/s: vendor figures, unconfirmed.
+    pub mem_gbps: f64,
     /// What the exporter writes for this rate: CUs (`sm`), `gcn`, and the
     /// PCI class of the GPU; None for a generation that shares its rate
     /// with an earlier entry.
@@ -200,7 +226,7 @@ type XgmiExport = Option<(u32, &'static str, &'static str)>;
 
 const fn xgmi(
     gcn: &'static [&'static str],
-    link_gbps: f64,
+    (link_gbps, mem_gbps): (f64, f64),
     name: &'static str,
     export: XgmiExport,
 ) -> XgmiGen {
@@ -208,6 +234,7 @@ const fn xgmi(
         gcn,
         link_gbps,
         name,
+        mem_gbps,
         export,
     }
 }
@@ -215,44 +242,46 @@ const fn xgmi(
 pub const XGMI_GENS: &[XgmiGen] = &[
     xgmi(
         &["908"],
-        46.0,
+        (46.0, 1229.0),
         "Infinity Fabric, MI100",
         Some((120, "gfx908", "0x038000")),
     ),
     xgmi(
         &["906"],
-        46.0,
+        (46.0, 1024.0),
         "Infinity Fabric, Vega20 (MI50/MI60; MI100 figure assumed)",
         None,
     ),
     xgmi(
         &["90a", "910"],
-        50.0,
+        (50.0, 1638.0),
         "Infinity Fabric, MI200 (gfx90a)",
         Some((104, "gfx90a", "0x038000")),
     ),
     xgmi(
         &["940", "941", "942"],
-        64.0,
+        (64.0, 5300.0),
         "Infinity Fabric, MI300 (gfx94x)",
         Some((304, "gfx942", "0x120000")),
     ),
     xgmi(
         &["950"],
-        64.0,
+        (64.0, 8000.0),
         "Infinity Fabric, MI355X (gfx950; MI300 figure assumed)",
         None,
     ),
 ];
 
+/// The xGMI generation of an RCCL `gcn` attribute.
+pub fn xgmi_gen(gcn: &str) -> Option<&'static XgmiGen> {
+    let g = gcn.trim().to_ascii_lowercase();
+    let g = g.strip_prefix("gfx").unwrap_or(&g).to_string();
+    XGMI_GENS.iter().find(|x| x.gcn.contains(&g.as_str()))
+}
+
 /// xGMI per-link hardware bandwidth from an RCCL `gcn` attribute.
 pub fn xgmi_per_link(gcn: &str) -> Option<(f64, &'static str)> {
-    let g = gcn.trim().to_ascii_lowercase();
-    let g = g.strip_prefix("gfx").unwrap_or(&g);
-    XGMI_GENS
-        .iter()
-        .find(|x| x.gcn.contains(&g))
-        .map(|x| (x.link_gbps, x.name))
+    xgmi_gen(gcn).map(|x| (x.link_gbps, x.name))
 }
 
 /// (`sm`, `gcn`, PCI class) of an AMD GPU whose xGMI per-link bandwidth is

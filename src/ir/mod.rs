@@ -16,4 +16,4 @@ pub use program::{
 };
 pub use resolve::{Location, Resolved};
 pub use spec::Spec;
-pub use topology::{Link, Node, NodeKind, Route, Topology};
+pub use topology::{Link, Node, NodeKind, Route, Topology, Vendor};

@@ -1,6 +1,7 @@
-//! The MSCCL runtime's rulebook: every limit and encoding rule of the two
+//! The MSCCL runtime's rulebook: every limit and encoding rule of the three
 //! runtimes that load rscc's files, named once with its source in
-//! ../shared/reference/msccl-xml.md (§ numbers below) and used by every
+//! ../shared/reference/msccl-xml.md (§ numbers below; "selection §" is
+//! ../shared/reference/msccl-selection.md) and used by every
 //! stage that needs it — lowering keeps programs within them, the verifier
 //! judges any program against them, the XML reader rejects what the
 //! runtime's parser rejects, the writer encodes size bands with them, and
@@ -14,8 +15,9 @@
 //! | dependency target threadblock id | at most [`MAX_DEP_TARGET_TB`] = 127 (int8) | 8.2 |
 //! | parse nodes per rank (1 algo + every gpu + own tbs and steps) | below [`MAX_PARSE_NODES`] = 4096 | 8.1 |
 //! | chunk offsets and chunks per loop | at most [`MAX_CHUNKS_PER_LOOP`] = 32767 (int16) | 8.3 |
-//! | steps per threadblock | [`Runtime::max_steps`]: 64 executor, 256 legacy | 8.2, 9 |
-//! | threadblock ids per GPU | below [`Runtime::max_tb_id`]: 1024 executor, 216 legacy | 8.2, 9 |
+//! | steps per threadblock | [`Runtime::max_steps`]: 64 executor and RCCL, 256 legacy | 8.2, 9 |
+//! | threadblock ids per GPU | below [`Runtime::max_tb_id`]: 1024 executor, 216 legacy, 64 RCCL | 8.2, 9 |
+//! | step types that run | [`Runtime::runs`]: all but `ra`; RCCL only `s`, `r`, `re`, `cpy`, `nop` | selection §5 |
 //! | `coll` spelling | [`Runtime::coll_str`] | 2, 9 |
 //! | size band (`minBytes`/`maxBytes`) | [`Runtime::encode_max_bytes`], [`Runtime::written_max_bytes`], [`Runtime::serves`] | 3.1, 9 |
 //! | name | at most [`MAX_NAME`] = 63 characters kept by legacy | 2 |
@@ -24,7 +26,7 @@
 //! And NCCL's buffering that decides how MSCCL splits a step into messages:
 //! [`NCCL_BUFFSIZE`], [`NCCL_STEPS`], [`SIMPLE_TILE_BYTES`] (§5.3).
 
-use crate::ir::program::Collective;
+use crate::ir::program::{Collective, StepKind};
 
 /// Most channels an MSCCL program may use (`MAXCHANNELS`).
 pub const MAX_CHANNELS: usize = 32;
@@ -72,7 +74,7 @@ pub const LEGACY_DEFAULT_MAX_BYTES: i64 = 1 << 27;
 /// 1 TiB.
 pub const LEGACY_UNBOUNDED_MAX_BYTES: i64 = 1 << 40;
 
-/// Which MSCCL runtime a file targets (§1, §9).
+/// Which MSCCL runtime a file targets (§1, §9; selection §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Runtime {
     /// Azure/msccl-executor-nccl (current).
@@ -80,35 +82,64 @@ pub enum Runtime {
     Executor,
     /// microsoft/msccl (NCCL 2.12 fork).
     Legacy,
+    /// ROCm/rccl's MSCCL executor: the executor's parser and file dialect
+    /// with RCCL's limits (64 threadblocks and steps) and its reduced
+    /// kernel set (selection §5).
+    Rccl,
 }
 
 impl Runtime {
-    pub const ALL: [Runtime; 2] = [Runtime::Executor, Runtime::Legacy];
+    pub const ALL: [Runtime; 3] = [Runtime::Executor, Runtime::Legacy, Runtime::Rccl];
     /// Its name in messages and on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Runtime::Executor => "executor",
             Runtime::Legacy => "legacy",
+            Runtime::Rccl => "rccl",
         }
     }
-    /// Steps per threadblock the runtime's parser accepts.
+    /// Steps per threadblock the runtime's parser accepts (RCCL hard-codes
+    /// `MSCCL_MAX_NUM_STEPS` = 64 in its `msccl_struct.h`).
     pub fn max_steps(self) -> usize {
         match self {
-            Runtime::Executor => 64,
+            Runtime::Executor | Runtime::Rccl => 64,
             Runtime::Legacy => 256,
         }
     }
-    /// Threadblock ids per GPU the parser accepts (exclusive bound).
+    /// Threadblock ids per GPU the parser accepts (exclusive bound; RCCL's
+    /// `MSCCL_MAX_NUM_THREAD_BLOCKS` is 64).
     pub fn max_tb_id(self) -> usize {
         match self {
             Runtime::Executor => 1024,
             Runtime::Legacy => 216,
+            Runtime::Rccl => 64,
         }
+    }
+    /// Whether a step of this kind runs. RCCL builds only the reduced MSCCL
+    /// kernels (since ROCm/rccl#1005): a file with any `rrc`, `rrs`, `rcs`
+    /// or `rrcs` loads, and every launch that selects it fails with
+    /// `ncclInternalError` (selection §5, `setup.cc:429-438`).
+    pub fn runs(self, k: StepKind) -> bool {
+        match self {
+            Runtime::Executor | Runtime::Legacy => true,
+            Runtime::Rccl => !matches!(
+                k,
+                StepKind::RecvReduceCopy
+                    | StepKind::RecvReduceSend
+                    | StepKind::RecvCopySend
+                    | StepKind::RecvReduceCopySend
+            ),
+        }
+    }
+    /// Whether the runtime fuses receives with reductions and sends (every
+    /// step kind runs), so lowering may emit `rrc`/`rrs`/`rcs`/`rrcs`.
+    pub fn fused_steps(self) -> bool {
+        self != Runtime::Rccl
     }
     /// The `coll` attribute string.
     pub fn coll_str(self, c: Collective) -> &'static str {
         match (self, c) {
-            (Runtime::Executor, Collective::ReduceScatter) => "reducescatter",
+            (Runtime::Executor | Runtime::Rccl, Collective::ReduceScatter) => "reducescatter",
             (Runtime::Legacy, Collective::ReduceScatter) => "reduce_scatter",
             (_, Collective::AllGather) => "allgather",
             (_, Collective::AllReduce) => "allreduce",
@@ -120,9 +151,9 @@ impl Runtime {
     /// and 0 would mean "never".
     pub fn encode_max_bytes(self, max: Option<u64>) -> i64 {
         match (max, self) {
-            (None, Runtime::Executor) => 0,
+            (None, Runtime::Executor | Runtime::Rccl) => 0,
             (None, Runtime::Legacy) => LEGACY_UNBOUNDED_MAX_BYTES,
-            (Some(m), Runtime::Executor) => m as i64,
+            (Some(m), Runtime::Executor | Runtime::Rccl) => m as i64,
             (Some(m), Runtime::Legacy) => m as i64 + 1,
         }
     }
@@ -131,7 +162,7 @@ impl Runtime {
     pub fn written_max_bytes(self, max: Option<i64>) -> i64 {
         match (max, self) {
             (Some(m), _) => m,
-            (None, Runtime::Executor) => 0,
+            (None, Runtime::Executor | Runtime::Rccl) => 0,
             (None, Runtime::Legacy) => LEGACY_DEFAULT_MAX_BYTES,
         }
     }
@@ -143,8 +174,8 @@ impl Runtime {
             return false;
         }
         match (self, max_bytes) {
-            (Runtime::Executor, None | Some(0)) => true,
-            (Runtime::Executor, Some(m)) => b <= m as i128,
+            (Runtime::Executor | Runtime::Rccl, None | Some(0)) => true,
+            (Runtime::Executor | Runtime::Rccl, Some(m)) => b <= m as i128,
             (Runtime::Legacy, m) => b < m.unwrap_or(LEGACY_DEFAULT_MAX_BYTES) as i128,
         }
     }
@@ -156,7 +187,7 @@ mod tests {
 
     #[test]
     fn bands_round_trip_through_both_encodings() {
-        for rt in [Runtime::Executor, Runtime::Legacy] {
+        for rt in Runtime::ALL {
             for max in [None, Some(1023u64), Some(1 << 30)] {
                 let m = rt.encode_max_bytes(max);
                 let top = max.unwrap_or(1 << 39);

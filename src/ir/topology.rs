@@ -40,6 +40,9 @@ pub struct Node {
     /// Streaming multiprocessors (or compute units) of a GPU: bounds the
     /// threadblocks per rank a schedule may use.
     pub sms: Option<u32>,
+    /// A GPU's memory bandwidth, GB/s: what its local `cpy`/`re` passes
+    /// share where the simulator charges them (RCCL's reduced step set).
+    pub mem_gbps: Option<f64>,
 }
 
 /// One direction of a (possibly bundled) physical link.
@@ -120,6 +123,33 @@ pub struct Topology {
     pub graph: DiGraph<Node, Link>,
     /// `ranks[r]` is the node of rank r.
     pub ranks: Vec<NodeIndex>,
+    /// Who made the GPUs, when the input says (the JSON `vendor`, or the
+    /// dump's format); see [`Topology::gpu_vendor`].
+    pub vendor: Option<Vendor>,
+}
+
+/// The GPUs' maker: it decides which MSCCL runtime loads the schedules
+/// (NVIDIA's executor, or RCCL on AMD GPUs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vendor {
+    Nvidia,
+    Amd,
+}
+
+impl Vendor {
+    pub fn name(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Amd => "amd",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Vendor> {
+        match s {
+            "nvidia" => Some(Vendor::Nvidia),
+            "amd" => Some(Vendor::Amd),
+            _ => None,
+        }
+    }
 }
 
 impl Topology {
@@ -142,6 +172,33 @@ impl Topology {
             description,
             graph,
             ranks,
+            vendor: None,
+        }
+    }
+
+    /// The GPUs' maker: the stated one, else AMD when any link is xGMI
+    /// (Infinity Fabric) and NVIDIA when any is NVLink or NVSwitch; None
+    /// for a machine that says neither (PCIe only, or abstract).
+    pub fn gpu_vendor(&self) -> Option<Vendor> {
+        if self.vendor.is_some() {
+            return self.vendor;
+        }
+        let has = |k: &str| self.graph.edge_weights().any(|l| l.kind == k);
+        if has("xgmi") {
+            Some(Vendor::Amd)
+        } else if has("nvlink") || has("nvswitch") {
+            Some(Vendor::Nvidia)
+        } else {
+            None
+        }
+    }
+
+    /// The runtime that loads this machine's schedules by default: RCCL on
+    /// AMD GPUs, NVIDIA's MSCCL executor otherwise.
+    pub fn default_runtime(&self) -> crate::ir::Runtime {
+        match self.gpu_vendor() {
+            Some(Vendor::Amd) => crate::ir::Runtime::Rccl,
+            _ => crate::ir::Runtime::Executor,
         }
     }
 
@@ -166,6 +223,7 @@ impl Topology {
             description: self.description.clone(),
             graph: g,
             ranks: self.ranks.clone(),
+            vendor: self.vendor,
         }
     }
 

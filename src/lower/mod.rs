@@ -37,9 +37,13 @@
 //! 6. MSCCL limits: when a threadblock would exceed the runtime's steps per
 //!    threadblock, transfers are spread over more channels by step window
 //!    (channel = logical channel × windows + step / window) and lowering
-//!    retries with a smaller window; more than 32 channels is an error.
+//!    retries with a smaller window; more than 32 channels is an error;
+//! 7. for a runtime without fused steps (RCCL), every `rrc`, `rrs`, `rcs`
+//!    and `rrcs` is rewritten with `r`, `re`, `cpy` and `s` (`reduced`)
+//!    before the limits of item 6 are checked.
 
 mod chains;
+mod reduced;
 mod runs;
 mod steps;
 mod threadblocks;
@@ -209,7 +213,7 @@ fn lower_with_window(
         gpus.extend(g);
         max_chan = max_chan.max(m);
     }
-    Ok(Program {
+    let mut prog = Program {
         name: opts.name.clone(),
         proto: opts.proto,
         coll: spec.coll,
@@ -222,7 +226,11 @@ fn lower_with_window(
         min_bytes: opts.min_bytes,
         max_bytes: Some(opts.max_bytes),
         gpus,
-    })
+    };
+    if !opts.runtime.fused_steps() {
+        reduced::rewrite(&mut prog);
+    }
+    Ok(prog)
 }
 
 /// The blocks, runs and per-chunk trees (reduce and copy edges as (src,

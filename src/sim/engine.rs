@@ -69,7 +69,6 @@ struct LinkState {
 #[derive(Clone, Copy)]
 enum Ev {
     Activate(usize),
-    LocalDone(usize),
 }
 
 /// The pending finish time of every active flow: a binary min-heap on
@@ -202,6 +201,12 @@ struct Engine<'a> {
     /// Messages a connection's buffer holds (sent, not yet taken).
     depth: u64,
     steps_executed: u64,
+    /// Connection of rank 0's memory (then rank r's is `mem_conn + r`):
+    /// with local passes charged, a `cpy`/`re` is a flow over its GPU's
+    /// memory, one pseudo-link per rank after the topology's links.
+    mem_conn: usize,
+    /// The topology's links (the memory pseudo-links follow them).
+    real_links: usize,
     // Component search scratch.
     stamp: u64,
     /// Connections whose flows changed at `now`; their components' rates
@@ -352,7 +357,7 @@ pub fn simulate(
         c.links = r.links.iter().map(|e| e.index()).collect();
         c.alpha = r.alpha_us;
     }
-    let links: Vec<LinkState> = topo
+    let mut links: Vec<LinkState> = topo
         .graph
         .edge_indices()
         .map(|e| LinkState {
@@ -361,6 +366,33 @@ pub fn simulate(
             load: 0.0,
         })
         .collect();
+    let real_links = links.len();
+    // Each GPU's memory (its `mem_gbps`, else the option's figure), shared
+    // max-min fairly by its concurrent local passes (and by nothing else:
+    // the links' transfers are not charged to it).
+    let mem_conn = conns.len();
+    if let Some(m) = opts.mem_gbps {
+        for r in 0..n {
+            conns.push(Conn {
+                chan: -1,
+                src: r,
+                dst: r,
+                links: vec![links.len()],
+                alpha: 0.0,
+                sender: None,
+                receiver: None,
+                queue: VecDeque::new(),
+                consumed: 0,
+                sent: 0,
+            });
+            let gbps = topo.graph[topo.ranks[r]].mem_gbps.unwrap_or(m);
+            links.push(LinkState {
+                cap: gbps * 1e3,
+                flows: Vec::new(),
+                load: 0.0,
+            });
+        }
+    }
     let nl = links.len();
     let ntb = tbs.len();
     let mut eng = Engine {
@@ -382,6 +414,8 @@ pub fn simulate(
         tiles,
         depth,
         steps_executed: 0,
+        mem_conn,
+        real_links,
         stamp: 0,
         dirty: Vec::new(),
         link_stamp: vec![0; nl],
@@ -402,7 +436,7 @@ pub fn simulate(
         tiles: eng.tiles,
         steps_executed: eng.steps_executed,
         flows: eng.flows.len() as u64,
-        link_bytes: eng.link_bytes,
+        link_bytes: eng.link_bytes[..real_links].to_vec(),
         trace: eng.trace,
     })
 }
@@ -464,7 +498,6 @@ impl Engine<'_> {
             self.now = ev.t;
             match ev.ev {
                 Ev::Activate(f) => self.activate(f),
-                Ev::LocalDone(tb) => self.complete(tb),
             }
         }
         if let Some(t) = self.tbs.iter().find(|t| t.pos < t.total) {
@@ -578,14 +611,24 @@ impl Engine<'_> {
                     return;
                 }
             }
-            if matches!(kind, StepKind::Copy | StepKind::Reduce) {
-                if let Some(m) = self.opts.mem_gbps {
-                    // cpy reads src, writes dst; re reads both, writes dst.
-                    let touched = if kind == StepKind::Copy { 2.0 } else { 3.0 } * bytes;
-                    self.tbs[tb].running = true;
-                    self.push(self.now + touched / (m * 1e3), Ev::LocalDone(tb));
-                    return;
-                }
+            if matches!(kind, StepKind::Copy | StepKind::Reduce) && self.opts.mem_gbps.is_some() {
+                // cpy reads src, writes dst; re reads both, writes dst.
+                let touched = if kind == StepKind::Copy { 2.0 } else { 3.0 } * bytes;
+                let f = self.flows.len();
+                self.flows.push(Flow {
+                    conn: self.mem_conn + self.tbs[tb].rank,
+                    seq: 0,
+                    tb,
+                    bytes: touched,
+                    remaining: touched,
+                    rate: 0.0,
+                    last: self.now,
+                });
+                self.flow_stamp.push(0);
+                self.new_rate.push(0.0);
+                self.tbs[tb].running = true;
+                self.push(self.now, Ev::Activate(f));
+                return;
             }
             self.tbs[tb].running = true;
             self.complete(tb);
@@ -682,6 +725,11 @@ impl Engine<'_> {
             let l = self.conns[c].links[i];
             self.link_bytes[l] += bytes;
         }
+        if c >= self.mem_conn {
+            // A local pass: nothing is delivered.
+            self.complete(tb);
+            return;
+        }
         let conn = &mut self.conns[c];
         let idx = (seq - conn.consumed) as usize;
         if let Some(m) = conn.queue.get_mut(idx) {
@@ -776,7 +824,7 @@ impl Engine<'_> {
             }
         }
         if let Some(tr) = self.trace.as_mut() {
-            for &l in &comp_links {
+            for &l in comp_links.iter().filter(|&&l| l < self.real_links) {
                 let load = (self.links[l].cap - self.rem_cap[l]).max(0.0);
                 let load = if self.links[l].flows.is_empty() {
                     0.0

@@ -39,11 +39,27 @@ pub struct SimOptions {
     /// a tile in slices, so a tile as large as the buffer still streams.
     /// Without tiling the buffer is unbounded.
     pub slot_bytes: u64,
-    /// Local memory bandwidth for `cpy`/`re` in GB/s; `None`: local steps
-    /// are free.
+    /// Charge local `cpy`/`re` passes (`cpy` touches 2 × its bytes, `re`
+    /// 3 ×) against each GPU's memory bandwidth, shared by its concurrent
+    /// passes: the GPU's `mem_gbps`, else this figure in GB/s; `None`:
+    /// local steps are free.
     pub mem_gbps: Option<f64>,
     /// Record a trace (one track per link and per threadblock).
     pub trace: bool,
+}
+
+impl SimOptions {
+    /// The defaults for files of runtime `rt`: one that runs only the
+    /// reduced step set (RCCL) pays for its local `re`/`cpy` passes
+    /// ([`LOCAL_MEM_GBPS`](crate::ir::hardware::LOCAL_MEM_GBPS) per
+    /// threadblock), which are what that runtime does instead of fused
+    /// steps.
+    pub fn for_runtime(rt: crate::ir::Runtime) -> Self {
+        SimOptions {
+            mem_gbps: (!rt.fused_steps()).then_some(crate::ir::hardware::LOCAL_MEM_GBPS),
+            ..SimOptions::default()
+        }
+    }
 }
 
 impl Default for SimOptions {

@@ -160,7 +160,8 @@ pub fn verify_all(p: &Program, opts: &VerifyOptions) -> Result<VerifyReport, Vec
 pub fn structural(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
     let mut errs = Vec::new();
     let runtime = opts.runtime.unwrap_or(p.runtime);
-    if p.runtime != runtime {
+    // RCCL's parser is the executor's: the two share their spelling.
+    if p.runtime.coll_str(p.coll) != runtime.coll_str(p.coll) {
         errs.push(VerifyError::new(
             "runtime",
             format!(

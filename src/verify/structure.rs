@@ -253,9 +253,9 @@ fn gpu(p: &Program, g: &GpuProgram, opts: &VerifyOptions, errs: &mut Vec<VerifyE
         fail!(
             errs,
             "tb-count",
-            "rank {r}: {} threadblocks exceed the {:?} runtime's limit of {max_tb_id}",
+            "rank {r}: {} threadblocks exceed the {} runtime's limit of {max_tb_id}",
             g.tbs.len(),
-            opts.runtime.unwrap_or(p.runtime)
+            opts.runtime.unwrap_or(p.runtime).name()
         );
     }
     if let Some(m) = opts.max_tbs {
@@ -358,9 +358,26 @@ fn threadblocks(
                 errs,
                 at,
                 "step-count",
-                "rank {r} tb {tb}: {} steps exceed the {:?} runtime's {max_steps} per threadblock",
+                "rank {r} tb {tb}: {} steps exceed the {} runtime's {max_steps} per threadblock",
                 t.steps.len(),
-                runtime
+                runtime.name()
+            );
+        }
+        // The first step of a kind the runtime does not run: every launch
+        // that selects the file fails (RCCL's reduced kernel set).
+        if let Some((i, st)) = t
+            .steps
+            .iter()
+            .enumerate()
+            .find(|(_, st)| !runtime.runs(st.kind))
+        {
+            fail_at!(
+                errs,
+                tb_at(r, t, Some(i)),
+                "step-kind",
+                "rank {r} tb {tb} step {i}: type \"{}\" does not run on the {} runtime (it runs only s, r, re, cpy and nop; every launch that selects the file fails)",
+                st.kind.as_str(),
+                runtime.name()
             );
         }
     }

@@ -27,9 +27,7 @@ pub fn mi300x(p: &GenParams) -> Result<Topology, String> {
         return Err("mi300x: --hosts > 1 needs the NICs (--nics false was given)".into());
     }
     let mut b = Builder::new();
-    let g: Vec<_> = (0..n)
-        .map(|r| b.gpu(r, Some(known("mi300x").sms)))
-        .collect();
+    let g: Vec<_> = (0..n).map(|r| b.gpu_of(r, known("mi300x"))).collect();
     for i in 0..n {
         for j in i + 1..n {
             b.duplex(g[i], g[j], bw, alpha, 1, "xgmi");

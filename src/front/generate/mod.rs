@@ -139,10 +139,17 @@ impl Builder {
             rank,
             host: None,
             sms,
+            mem_gbps: None,
         })
     }
     fn gpu(&mut self, rank: usize, sms: Option<u32>) -> NodeIndex {
         self.node(format!("gpu{rank}"), NodeKind::Gpu, Some(rank), sms)
+    }
+    /// A GPU of a known model: its SMs and memory bandwidth.
+    fn gpu_of(&mut self, rank: usize, m: crate::ir::hardware::GpuModel) -> NodeIndex {
+        let n = self.gpu(rank, Some(m.sms));
+        self.g[n].mem_gbps = Some(m.mem_gbps);
+        n
     }
     /// Both directions of a link, with equal attributes.
     fn duplex(

@@ -28,7 +28,7 @@ pub fn dgx1_v100(p: &GenParams) -> Result<Topology, String> {
     let bw = positive("--bw", p.bw_gbps, NVLINK_GBPS)?;
     let alpha = non_negative("--alpha", p.alpha_us, ALPHA_GPU_LINK_US)?;
     let mut b = Builder::new();
-    let g: Vec<_> = (0..n).map(|r| b.gpu(r, Some(known("v100").sms))).collect();
+    let g: Vec<_> = (0..n).map(|r| b.gpu_of(r, known("v100"))).collect();
     for i in 0..n {
         for j in i + 1..n {
             let c = DGX1_NVLINKS[i][j];
@@ -56,7 +56,7 @@ pub fn dgx2_v100(p: &GenParams) -> Result<Topology, String> {
     let bw = positive("--bw", p.bw_gbps, NVLINK_GBPS)?;
     let alpha = non_negative("--alpha", p.alpha_us, 0.35)?;
     let mut b = Builder::new();
-    let g: Vec<_> = (0..n).map(|r| b.gpu(r, Some(known("v100").sms))).collect();
+    let g: Vec<_> = (0..n).map(|r| b.gpu_of(r, known("v100"))).collect();
     let sw = b.node("nvswitch".into(), NodeKind::Switch, None, None);
     for &v in &g {
         b.duplex(v, sw, bw, alpha, 6, "nvlink");
@@ -75,7 +75,7 @@ alpha {} us per GPU <-> switch link (TE-CCL dgx2.py, topologies.md §3). No NICs
 /// An 8-GPU NVSwitch machine with one NIC per GPU.
 struct SwitchedMachine {
     kind: &'static str,
-    sms: u32,
+    gpu: crate::ir::hardware::GpuModel,
     nvlinks: u32,
     nic_gbps: f64,
     pcie_gbps: f64,
@@ -96,7 +96,7 @@ fn switched_machine(m: &SwitchedMachine, p: &GenParams) -> Result<Topology, Stri
     let nic = positive("--nic-bw", p.nic_gbps, m.nic_gbps)?;
     let ib_alpha = non_negative("--ib-alpha", p.ib_alpha_us, IB_ALPHA_US)?;
     let mut b = Builder::new();
-    let g: Vec<_> = (0..n).map(|r| b.gpu(r, Some(m.sms))).collect();
+    let g: Vec<_> = (0..n).map(|r| b.gpu_of(r, m.gpu)).collect();
     let sw = b.node("nvswitch".into(), NodeKind::Switch, None, None);
     for &v in &g {
         b.duplex(v, sw, bw, alpha, m.nvlinks, "nvlink");
@@ -131,7 +131,7 @@ pub fn dgx_a100(p: &GenParams) -> Result<Topology, String> {
     switched_machine(
         &SwitchedMachine {
             kind: "dgx-a100",
-            sms: known("a100").sms,
+            gpu: known("a100"),
             nvlinks: known("a100").links_per_gpu,
             nic_gbps: known("a100").nic_gbps,
             pcie_gbps: PCIE_GEN4_X16_GBPS,
@@ -148,7 +148,7 @@ pub fn dgx_h100(p: &GenParams) -> Result<Topology, String> {
     switched_machine(
         &SwitchedMachine {
             kind: "dgx-h100",
-            sms: known("h100").sms,
+            gpu: known("h100"),
             nvlinks: known("h100").links_per_gpu,
             nic_gbps: known("h100").nic_gbps,
             pcie_gbps: PCIE_GEN5_X16_GBPS,

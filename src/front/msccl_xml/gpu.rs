@@ -135,10 +135,7 @@ impl<'a> Parser<'a> {
         let recv = self.req_int(t, "recv", recv, "")?;
         let send = self.req_int(t, "send", send, "")?;
         let chan = self.req_int(t, "chan", chan, "")?;
-        let rt = match hdr.runtime {
-            Runtime::Executor => "executor",
-            Runtime::Legacy => "legacy",
-        };
+        let rt = hdr.runtime.name();
         if id < 0 {
             return Err(self.err(
                 t.line,
@@ -430,10 +427,7 @@ impl<'a> Parser<'a> {
 }
 
 fn rt_name(r: Runtime) -> &'static str {
-    match r {
-        Runtime::Executor => "executor",
-        Runtime::Legacy => "legacy",
-    }
+    r.name()
 }
 
 /// Which start offsets the runtime's parser checks per step type (§4).

@@ -231,7 +231,7 @@ impl<'a> Parser<'a> {
             ));
         };
         let why = match runtime {
-            Runtime::Executor => {
+            Runtime::Executor | Runtime::Rccl => {
                 format!(" (the executor runtime requires it; coll=\"{coll_str}\")")
             }
             Runtime::Legacy => {

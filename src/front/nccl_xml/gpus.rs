@@ -177,6 +177,15 @@ pub(super) fn name_by_rank(w: &mut Walk, keep: &[usize], opts: &ImportOptions) {
         w.b.rename(n, &id);
         if let Some(m) = opts.gpu {
             w.b.g[n].sms = Some(m.sms);
+            w.b.g[n].mem_gbps = Some(m.mem_gbps);
+        } else if let Some(x) = w.gpus[i]
+            .gcn
+            .as_deref()
+            .and_then(crate::ir::hardware::xgmi_gen)
+        {
+            // An AMD GPU's memory from its architecture (RCCL charges local
+            // passes against it).
+            w.b.g[n].mem_gbps = Some(x.mem_gbps);
         }
     }
 }

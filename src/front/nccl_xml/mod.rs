@@ -211,7 +211,8 @@ pub fn import(
             String::new()
         }
     );
-    let topology = w.b.finish(name, description, file)?;
+    let mut topology = w.b.finish(name, description, file)?;
+    topology.vendor = format.vendor();
     Ok(ImportReport {
         topology,
         format,

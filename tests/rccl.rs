@@ -1,0 +1,144 @@
+//! RCCL's runtime end to end: AMD machines get files that use only the
+//! step types RCCL builds (s, r, re, cpy, nop) within its 64 threadblocks,
+//! every op, verified under RCCL's rules and correct on the CPU executor;
+//! fused files are refused for RCCL with the rule and the first step; the
+//! runtime a file is for is in its name.
+
+mod common;
+
+use common::rscc;
+use rscc::exec::{run_program, RunOptions};
+use rscc::ir::{Program, Runtime, StepKind};
+use rscc::verify::{verify, VerifyOptions};
+use std::path::Path;
+
+fn kinds_run_on_rccl(p: &Program) -> bool {
+    p.gpus
+        .iter()
+        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
+        .all(|s| Runtime::Rccl.runs(s.kind))
+}
+
+fn rccl() -> VerifyOptions {
+    VerifyOptions {
+        runtime: Some(Runtime::Rccl),
+        ..VerifyOptions::default()
+    }
+}
+
+fn checked(p: &Program, inplace: bool) -> u64 {
+    let opts = RunOptions {
+        sizes: vec![64 << 10],
+        iters: 1,
+        warmup: 0,
+        check: true,
+        inplace: Some(inplace),
+        ..RunOptions::default()
+    };
+    let r = run_program(p, &opts).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    r.rows.iter().map(|x| x.wrong.expect("checked")).sum()
+}
+
+/// `rscc synth -o DIR/` on an AMD machine writes RCCL files by default,
+/// for every op: named for RCCL, within its rules, correct in both call
+/// modes.
+#[test]
+fn amd_machines_get_rccl_files_for_every_op() {
+    let dir = std::env::temp_dir().join(format!("rscc-rccl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = format!("{}/", dir.display());
+    // The MI300X generator's machine and an imported RCCL dump (PCIe only:
+    // no xGMI link says AMD, the dump's format does).
+    let imported = dir.join("vega20.json");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (code, _, err) = rscc(&[
+        "topo",
+        "import",
+        "tests/data/real/rccl-xml/rccl_topo_8p_pcie_Vega20-gfx906_8GPU_PCIe.xml",
+        "-o",
+        imported.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for topo in ["topologies/mi300x.json", imported.to_str().unwrap()] {
+        for op in ["reduce-scatter", "allgather", "allreduce"] {
+            let (code, _, err) = rscc(&[
+                "synth", "--topo", topo, "--op", op, "--sizes", "1K,1M,1G", "-o", &out,
+            ]);
+            assert_eq!(code, 0, "{topo} {op}: {err}");
+        }
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "xml"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 3, "{files:?}");
+        for f in &files {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            assert!(name.contains("-rccl-"), "{name}");
+            let p = rscc::front::msccl_xml::load(f).unwrap();
+            assert!(p.name.starts_with("rscc_rccl_"), "{}", p.name);
+            assert!(kinds_run_on_rccl(&p), "{name}");
+            assert!(p.max_tbs_per_rank() <= 64, "{name}");
+            verify(&p, &rccl()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for inplace in [false, true] {
+                assert_eq!(checked(&p, inplace), 0, "{name} inplace {inplace}");
+            }
+            std::fs::remove_file(f).unwrap();
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A file with fused steps is refused for RCCL, naming the rule, the first
+/// step and why; the same file holds for the executor, and `verify` says
+/// which runtimes take it.
+#[test]
+fn fused_files_are_refused_for_rccl() {
+    let f = "schedules/dgx-h100-rs.xml";
+    let (code, _, err) = rscc(&["verify", f, "--runtime", "rccl"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("[step-kind]"), "{err}");
+    assert!(err.contains("does not run on the rccl runtime"), "{err}");
+    let (code, out, err) = rscc(&["verify", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rccl: rejects it ([step-kind])"), "{out}");
+    // The shipped AMD schedules hold for every runtime.
+    let (code, out, err) = rscc(&["verify", "schedules/mi300x-ar.xml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rccl: its rules hold"), "{out}");
+}
+
+/// RCCL's 64 threadblocks bound synthesis: where a schedule would need
+/// more, the driver takes one within the limit (or says why none fits);
+/// the executor target of the same machine may use more.
+#[test]
+fn rccl_keeps_within_64_threadblocks() {
+    let t = rscc::front::load_topology(Path::new("topologies/dgx1-v100.json")).unwrap();
+    let mut o = rscc::compile::CompileOptions::algo(rscc::synth::Algo::Gap, None);
+    o.lower.runtime = Runtime::Rccl;
+    match rscc::compile::compile(&t, &o) {
+        Ok(c) => {
+            assert!(c.program.max_tbs_per_rank() <= 64);
+            assert!(kinds_run_on_rccl(&c.program));
+            verify(&c.program, &rccl()).unwrap();
+        }
+        Err(e) => {
+            let m = e.to_string();
+            assert!(m.contains("64"), "{m}");
+        }
+    }
+    // The executor's gap schedule for DGX-1 uses more than 64.
+    let c = rscc::compile::compile(
+        &t,
+        &rscc::compile::CompileOptions::algo(rscc::synth::Algo::Gap, None),
+    )
+    .unwrap();
+    assert!(c.program.max_tbs_per_rank() > 64);
+    assert!(c
+        .program
+        .gpus
+        .iter()
+        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
+        .any(|s| s.kind == StepKind::RecvReduceSend || s.kind == StepKind::RecvReduceCopy));
+}
