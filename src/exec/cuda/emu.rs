@@ -278,6 +278,10 @@ fn emulated_kernel_runs_shipped_schedules() {
         ("dgx-h100-ar.xml", 16384, 128),
         ("dgx1-v100-ar.xml", 16384, 128),
         ("dgx-a100x4-ar.xml", 16384, 256 << 10),
+        // RCCL files: r into scratch, re, cpy, s only.
+        ("mi300x-rs.xml", 16384, 128),
+        ("mi300x-ag.xml", 16384, 128),
+        ("mi300x-ar.xml", 16384, 128),
     ] {
         let p = crate::front::msccl_xml::load(&root.join("schedules").join(f)).unwrap();
         // Every call mode the file declares (each op aliases differently).
