@@ -14,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 pub mod synth;
 pub mod verify;
+mod verify_dir;
 use std::fmt;
 use std::process::ExitCode;
 

@@ -13,10 +13,10 @@ use std::path::PathBuf;
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Exit codes: 0 valid, 1 invalid, 2 unreadable.\n\nExample:\n  rscc verify rs.xml --topo topologies/dgx-h100.json\n  rscc verify other-tool.xml --json"
+    after_help = "Exit codes: 0 valid, 1 invalid, 2 unreadable. With a directory: which file the runtime selects for each call of a sweep, where it falls back, and entries that would break it (exit 1).\n\nExample:\n  rscc verify rs.xml --topo topologies/dgx-h100.json\n  rscc verify other-tool.xml --json\n  rscc verify algos/ --runtime rccl"
 )]
 pub struct VerifyArgs {
-    /// MSCCL XML file.
+    /// MSCCL XML file, or a directory to check as an MSCCL_ALGO_DIR.
     pub file: PathBuf,
     /// Topology the file targets: checks the rank count and the GPUs' SM
     /// count (threadblocks per rank).
@@ -33,6 +33,9 @@ pub struct VerifyArgs {
 }
 
 pub fn run(a: VerifyArgs) -> CliResult {
+    if a.file.is_dir() {
+        return super::verify_dir::run(&a.file, a.runtime.map(RuntimeArg::runtime), a.json);
+    }
     let p = front::msccl_xml::load(&a.file).map_err(CliError::input)?;
     let mut opts = VerifyOptions::default();
     if let Some(t) = &a.topo {

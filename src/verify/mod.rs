@@ -11,6 +11,7 @@
 //!
 //! Every error names the rule broken and the rank / threadblock / step.
 
+pub mod selection;
 mod structure;
 mod symbolic;
 

@@ -1,0 +1,99 @@
+//! `rscc verify DIR/`: the runtime's per-call selection over a directory
+//! (msccl-selection.md §2, §5): which file serves each call of the sweep,
+//! where the runtime falls back, shadowed files, and entries that would
+//! break the runtime.
+
+mod common;
+
+use common::rscc;
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("rscc-dir-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// All of schedules/ in one directory: the alphabetically first 8-rank
+/// file serves every 8-rank call (the reference's shadowing finding),
+/// and the others are reported as shadowed.
+#[test]
+fn one_directory_of_every_machine_shadows_all_but_the_first() {
+    let (code, out, err) = rscc(&["verify", "schedules/"]);
+    assert_eq!(code, 0, "{err}");
+    let rs8 = out
+        .split("schedules/ (executor runtime), ")
+        .find(|g| g.starts_with("8 ranks, reduce-scatter"))
+        .expect("an 8-rank reduce-scatter group");
+    assert!(rs8.contains("134 of 134 calls served"), "{rs8}");
+    let line = |f: &str| {
+        rs8.lines()
+            .find(|l| l.trim_start().starts_with(f))
+            .unwrap()
+            .to_string()
+    };
+    assert!(line("cpu-shm-rs.xml").contains("134 calls"), "{rs8}");
+    assert!(line("dgx-h100-rs.xml").contains("shadowed"), "{rs8}");
+}
+
+/// ring8's band files need recvcounts that are multiples of 20 (tree,
+/// below 32 MiB) or of 2 (pack): most calls of the sweep fall back, and
+/// `--json` says which.
+#[test]
+fn chunk_counts_that_do_not_divide_fall_back() {
+    let d = tmp("ring8");
+    let dir = format!("{}/", d.display());
+    let (code, _, err) = rscc(&["synth", "--topo", "topologies/ring8.json", "-o", &dir]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = rscc(&["verify", &dir, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let g = &v["groups"][0];
+    assert_eq!(g["ranks"], 8);
+    let (calls, served) = (g["calls"].as_u64().unwrap(), g["served"].as_u64().unwrap());
+    assert!(served < calls / 2, "{served} of {calls}");
+    let fb = g["fallbacks"].as_array().unwrap();
+    // An odd count is never served (k = 2 and k = 20).
+    assert!(fb.iter().any(|c| c["count"] == 12345));
+    // A count of 2^20 fp32 (S = 32 MiB) is: the pack band.
+    assert!(!fb
+        .iter()
+        .any(|c| c["count"] == 1 << 20 && c["dtype"] == "float"));
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A non-XML entry, a file of the other dialect and (for RCCL) fused steps
+/// are hazards: named, and exit 1. A legacy "directory" is a request error.
+#[test]
+fn entries_that_break_the_runtime_are_named() {
+    let d = tmp("hazards");
+    std::fs::write(d.join("README"), "notes\n").unwrap();
+    std::fs::copy("schedules/dgx-h100-rs.xml", d.join("rs.xml")).unwrap();
+    let dir = format!("{}/", d.display());
+    let (code, _, err) = rscc(&["verify", &dir]);
+    assert_eq!(code, 1);
+    assert!(err.contains("README: not an MSCCL XML file"), "{err}");
+    let (code, _, err) = rscc(&["verify", &dir, "--runtime", "rccl"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("rs.xml: has \"rrc\" steps"), "{err}");
+    std::fs::remove_file(d.join("README")).unwrap();
+    let (code, out, err) = rscc(&["verify", &dir]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("134 of 134 calls served"), "{out}");
+    let (code, _, err) = rscc(&["verify", &dir, "--runtime", "legacy"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("MSCCL_XML_FILES"), "{err}");
+    // The AMD machine's own directory is clean for RCCL.
+    let a = tmp("amd");
+    let adir = format!("{}/", a.display());
+    let (code, _, err) = rscc(&["synth", "--topo", "topologies/mi300x.json", "-o", &adir]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = rscc(&["verify", &adir, "--runtime", "rccl"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("(rccl runtime), 8 ranks, reduce-scatter"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+    let _ = std::fs::remove_dir_all(&a);
+}
