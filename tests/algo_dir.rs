@@ -37,19 +37,48 @@ fn one_directory_of_every_machine_shadows_all_but_the_first() {
 }
 
 /// ring8's band files need recvcounts that are multiples of 20 (tree,
-/// below 32 MiB) or of 2 (pack): most calls of the sweep fall back, and
+/// below 32 MiB) or of 2 (pack): `-o DIR/` also writes a one-chunk-per-
+/// shard file per such band, sorting after it, so every call of the sweep
+/// gets an rscc schedule; without those files most calls fall back, and
 /// `--json` says which.
 #[test]
-fn chunk_counts_that_do_not_divide_fall_back() {
+fn fall_through_files_serve_the_counts_the_bands_reject() {
     let d = tmp("ring8");
     let dir = format!("{}/", d.display());
     let (code, _, err) = rscc(&["synth", "--topo", "topologies/ring8.json", "-o", &dir]);
     assert_eq!(code, 0, "{err}");
-    let (code, out, err) = rscc(&["verify", &dir, "--json"]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let g = &v["groups"][0];
+    let group = |dir: &str| -> serde_json::Value {
+        let (code, out, err) = rscc(&["verify", dir, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["groups"][0].clone()
+    };
+    let g = group(&dir);
     assert_eq!(g["ranks"], 8);
+    assert_eq!(g["served"], g["calls"], "{g}");
+    // The bands' own files still take the calls they serve.
+    let per = g["per_file"].as_array().unwrap();
+    let calls_of = |prefix: &str| -> u64 {
+        per.iter()
+            .filter(|f| f[0].as_str().unwrap().starts_with(prefix))
+            .map(|f| f[1].as_u64().unwrap())
+            .sum()
+    };
+    assert!(calls_of("rs-") > 0 && calls_of("rs.k1-") > 0, "{per:?}");
+    // Each fall-through file has one chunk per shard.
+    for e in std::fs::read_dir(&d).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("rs.k1-")
+        {
+            let prog = rscc::front::msccl_xml::load(&p).unwrap();
+            assert_eq!(prog.nchunksperloop, prog.ngpus);
+            std::fs::remove_file(&p).unwrap();
+        }
+    }
+    let g = group(&dir);
     let (calls, served) = (g["calls"].as_u64().unwrap(), g["served"].as_u64().unwrap());
     assert!(served < calls / 2, "{served} of {calls}");
     let fb = g["fallbacks"].as_array().unwrap();

@@ -104,19 +104,32 @@ fn bounded_buffer_deadlock_is_caught_not_emitted() {
     assert!(matches!(s, Err(rscc::sim::SimError::Deadlock(_))), "{s:?}");
 }
 
-/// Every file of a band directory, each read back and verified as written:
-/// (minBytes, maxBytes, path), sorted.
+/// Every band file of a band directory, each read back and verified as
+/// written: (minBytes, maxBytes, path), sorted. The one-chunk-per-shard
+/// fall-through files (`{op}.k1-…`, tests/algo_dir.rs) are verified too
+/// and must lie on a band of their own op's files, but are not bands.
 fn band_files(dir: &std::path::Path) -> Vec<(i64, Option<i64>, String)> {
-    let mut bands: Vec<(i64, Option<i64>, String)> = std::fs::read_dir(dir)
-        .expect("the directory")
-        .map(|e| {
-            let path = e.expect("entry").path();
-            let p = rscc::front::msccl_xml::load(&path).expect("reads back");
-            rscc::verify::verify(&p, &Default::default())
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            (p.min_bytes, p.max_bytes, path.display().to_string())
-        })
-        .collect();
+    let mut bands = Vec::new();
+    let mut falls = Vec::new();
+    for e in std::fs::read_dir(dir).expect("the directory") {
+        let path = e.expect("entry").path();
+        let p = rscc::front::msccl_xml::load(&path).expect("reads back");
+        rscc::verify::verify(&p, &Default::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let row = (p.min_bytes, p.max_bytes, path.display().to_string());
+        if path.file_name().unwrap().to_string_lossy().contains(".k1-") {
+            assert_eq!(p.nchunksperloop, p.ngpus, "{}", path.display());
+            falls.push(row);
+        } else {
+            bands.push(row);
+        }
+    }
+    for f in &falls {
+        assert!(
+            bands.iter().any(|b| (b.0, b.1) == (f.0, f.1)),
+            "{f:?} lies on no band: {bands:?}"
+        );
+    }
     bands.sort();
     bands
 }

@@ -187,8 +187,34 @@ pub fn run(a: SynthArgs) -> CliResult {
         0..0,
         chosen.fallbacks.iter().map(|f| format!("skipped {f}")),
     );
+    // Bands whose schedule serves only counts that are multiples of k > 1
+    // get a one-chunk-per-shard file that sorts after them (the executor
+    // falls through to it). RCCL reads the directory unsorted, so there
+    // the two would be ambiguous: none is written.
+    let one = match &selection {
+        Some(sel)
+            if to_dir
+                && opts.lower.runtime == Runtime::Executor
+                && sel.bands.iter().any(|b| sel.band_k(b) > 1) =>
+        {
+            let mut o = opts.clone();
+            o.synth.chunks = Some(1);
+            match auto_with_progress(&topo, &o, &sizes) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    notes.push(format!("no one-chunk-per-shard fall-through files: {e}"));
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let files = match (&selection, to_dir) {
-        (Some(sel), true) => write_bands(sel, a.output.as_deref().unwrap_or(Path::new(".")))?,
+        (Some(sel), true) => write_bands(
+            sel,
+            one.as_ref(),
+            a.output.as_deref().unwrap_or(Path::new(".")),
+        )?,
         _ => {
             write_xml(&chosen.program, a.output.as_deref())?;
             let path = a
@@ -355,13 +381,29 @@ impl FileOut {
     }
 }
 
-fn write_bands(sel: &Selection, dir: &Path) -> Result<Vec<FileOut>, CliError> {
+fn write_bands(
+    sel: &Selection,
+    one: Option<&Selection>,
+    dir: &Path,
+) -> Result<Vec<FileOut>, CliError> {
     std::fs::create_dir_all(dir).map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
     let mut out = Vec::new();
-    for f in sel.band_files() {
+    let mut files: Vec<(compile::BandFile, &Compiled)> = sel
+        .band_files()
+        .into_iter()
+        .map(|f| {
+            let c = &sel.candidates[f.band.candidate];
+            (f, c)
+        })
+        .collect();
+    if let Some(one) = one {
+        for (f, c) in sel.fall_through_files(one) {
+            files.push((f, &one.candidates[c]));
+        }
+    }
+    for (f, c) in files {
         let path = dir.join(&f.name);
         write_xml(&f.program, Some(&path))?;
-        let c = &sel.candidates[f.band.candidate];
         out.push(FileOut::new(
             path.display().to_string(),
             c,

@@ -316,4 +316,68 @@ impl Selection {
             })
             .collect()
     }
+
+    /// Chunks per shard of band `b`'s schedule (k = nchunksperloop / ngpus):
+    /// the runtime takes its file only for counts that are multiples of k
+    /// (docs/msccl-xml.md "Which file a call gets").
+    pub fn band_k(&self, b: &Band) -> usize {
+        let p = &self.candidates[b.candidate].program;
+        (p.nchunksperloop / p.ngpus.max(1)).max(1) as usize
+    }
+
+    /// Fall-through files for the bands whose schedule needs k > 1: for
+    /// each, the schedule of `one` (a selection over the same sizes whose
+    /// candidates have one chunk per shard) with the least total time over
+    /// the band's scored sizes, limited to the band and named
+    /// `{op}.k1-ALGO-MIN-MAX.xml`, which sorts after every `{op}-…` file
+    /// ('.' > '-'), so the executor takes it exactly for the counts the
+    /// band's own file rejects. Returns the file and the index of its
+    /// schedule in `one.candidates`.
+    pub fn fall_through_files(&self, one: &Selection) -> Vec<(BandFile, usize)> {
+        let mut out = Vec::new();
+        for b in self.bands.iter().filter(|b| self.band_k(b) > 1) {
+            let inside: Vec<usize> = (0..self.sizes.len())
+                .filter(|&i| {
+                    let s = self.sizes[i];
+                    s >= b.min_bytes && b.max_bytes.is_none_or(|m| s <= m)
+                })
+                .collect();
+            let total = |c: usize| -> f64 {
+                inside
+                    .iter()
+                    .filter_map(|&i| one.sizes.iter().position(|&x| x == self.sizes[i]))
+                    .map(|j| one.times_us[c][j])
+                    .sum()
+            };
+            let best = (0..one.candidates.len())
+                .filter(|&c| {
+                    let p = &one.candidates[c].program;
+                    p.nchunksperloop == p.ngpus
+                })
+                .filter(|&c| total(c).is_finite())
+                .min_by(|&x, &y| total(x).total_cmp(&total(y)).then(x.cmp(&y)));
+            let Some(c) = best else { continue };
+            let mut program = one.candidates[c].program.clone();
+            program.min_bytes = b.min_bytes as i64;
+            program.max_bytes = Some(program.runtime.encode_max_bytes(b.max_bytes));
+            let name = format!(
+                "{}.k1-{}-{}-{}.xml",
+                program.coll.short(),
+                one.candidates[c].algo.name(),
+                b.min_bytes,
+                b.max_bytes
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| "inf".into())
+            );
+            out.push((
+                BandFile {
+                    name,
+                    band: b.clone(),
+                    program,
+                },
+                c,
+            ));
+        }
+        out
+    }
 }
