@@ -262,8 +262,10 @@ fn cli_runs_builtin_schedules_and_reports() {
     for k in ["time_us", "algbw_gbps", "busbw_gbps"] {
         assert!(row[k].as_f64().is_some(), "{k}");
     }
+    assert!(err.contains("ran 972 B"), "{err}");
+    // It says the runtime would not take the file for the call as asked.
     assert!(
-        err.contains("rounded") || err.contains("ran 972 B"),
+        err.contains("MSCCL would not select this file for a call of 1000 B"),
         "{err}"
     );
 

@@ -215,9 +215,28 @@ pub fn run_program_cli(
     };
     for r in &rep.rows {
         if r.size_bytes != r.requested_bytes {
+            // The call as asked: MSCCL would not take this file for it
+            // (docs/msccl-xml.md "Which file a call gets").
+            let mult = match prog.coll {
+                crate::ir::Collective::AllReduce => 1,
+                _ => prog.ngpus.max(1) as u64,
+            };
+            let per = dtype.size() as u64 * mult;
+            let why = if r.requested_bytes % per != 0 {
+                format!(
+                    "it is not a whole count of {} elements per rank",
+                    dtype.name()
+                )
+            } else {
+                format!(
+                    "its count {} × {mult} is not a multiple of nchunksperloop {}",
+                    r.requested_bytes / per,
+                    prog.nchunksperloop
+                )
+            };
             eprintln!(
-                "note: size {} B is not a whole number of elements per chunk ({} chunks); ran {} B",
-                r.requested_bytes, prog.nchunksperloop, r.size_bytes
+                "note: MSCCL would not select this file for a call of {} B ({why}), and such a call runs plain NCCL; ran {} B, the nearest size it selects the file for",
+                r.requested_bytes, r.size_bytes
             );
         }
     }
