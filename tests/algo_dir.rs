@@ -126,3 +126,33 @@ fn entries_that_break_the_runtime_are_named() {
     let _ = std::fs::remove_dir_all(&d);
     let _ = std::fs::remove_dir_all(&a);
 }
+
+/// `synth -o DIR/` into a directory that holds another machine's files
+/// says so: a same-named file it replaced, and files that the runtime
+/// tries before the ones it wrote.
+#[test]
+fn writing_beside_another_machine_is_reported() {
+    let d = tmp("mixed");
+    let dir = format!("{}/", d.display());
+    let synth = |t: &str| rscc(&["synth", "--topo", t, "--sizes", "1K,1M", "-o", &dir]);
+    let (code, _, err) = synth("topologies/dgx-h100.json");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("note: "), "{err}");
+    // Same band names: the second machine's file replaces the first's.
+    let (code, _, err) = synth("topologies/cpu-shm.json");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "replaced a file written for another schedule or machine (rscc_direct_dgx-h100_8)"
+        ),
+        "{err}"
+    );
+    // Other names: the earlier machine's file shadows the new ones.
+    let (code, _, err) = synth("topologies/ring8.json");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("the runtime tries rs-direct-0-inf.xml first"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -210,11 +210,20 @@ pub fn run(a: SynthArgs) -> CliResult {
         _ => None,
     };
     let files = match (&selection, to_dir) {
-        (Some(sel), true) => write_bands(
-            sel,
-            one.as_ref(),
-            a.output.as_deref().unwrap_or(Path::new(".")),
-        )?,
+        (Some(sel), true) => {
+            let dir = a.output.as_deref().unwrap_or(Path::new("."));
+            let files = write_bands(sel, one.as_ref(), dir, &mut notes)?;
+            let written: Vec<String> = files
+                .iter()
+                .filter_map(|f| Path::new(&f.path).file_name())
+                .map(|n| n.to_string_lossy().to_string())
+                .collect();
+            let rt = opts.lower.runtime;
+            if rt != Runtime::Legacy {
+                notes.extend(super::verify_dir::after_writing(dir, rt, &written));
+            }
+            files
+        }
         _ => {
             write_xml(&chosen.program, a.output.as_deref())?;
             let path = a
@@ -381,10 +390,13 @@ impl FileOut {
     }
 }
 
+/// Write the band files (and fall-through files) into `dir`; notes on
+/// files of other schedules it replaced go to `replaced`.
 fn write_bands(
     sel: &Selection,
     one: Option<&Selection>,
     dir: &Path,
+    replaced: &mut Vec<String>,
 ) -> Result<Vec<FileOut>, CliError> {
     std::fs::create_dir_all(dir).map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
     let mut out = Vec::new();
@@ -403,6 +415,16 @@ fn write_bands(
     }
     for (f, c) in files {
         let path = dir.join(&f.name);
+        // Replacing another machine's file of the same name loses it.
+        if let Ok(old) = crate::front::msccl_xml::load(&path) {
+            if old.name != f.program.name {
+                replaced.push(format!(
+                    "{}: replaced a file written for another schedule or machine ({}); keep one machine per directory",
+                    path.display(),
+                    old.name
+                ));
+            }
+        }
         write_xml(&f.program, Some(&path))?;
         out.push(FileOut::new(
             path.display().to_string(),

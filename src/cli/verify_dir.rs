@@ -54,6 +54,75 @@ const TOP_BYTES: u64 = 4 << 30;
 
 pub fn run(dir: &Path, runtime: Option<Runtime>, json: bool) -> CliResult {
     let rt = runtime.unwrap_or(Runtime::Executor);
+    let report = analyze(dir, rt)?;
+    let shown = report.dir.clone();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
+    } else {
+        print_text(&report);
+    }
+    if report.hazards.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::check(format!(
+            "{shown}: {} entr{} would break the {} runtime",
+            report.hazards.len(),
+            if report.hazards.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            },
+            rt.name()
+        )))
+    }
+}
+
+/// What `rscc synth -o DIR/` should say about the directory it wrote
+/// `written` into: entries that would break the runtime, and written
+/// files that other files of the directory shadow (another machine's, or
+/// an earlier run's).
+pub(super) fn after_writing(dir: &Path, rt: Runtime, written: &[String]) -> Vec<String> {
+    let Ok(r) = analyze(dir, rt) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = r
+        .hazards
+        .iter()
+        .map(|h| format!("{}: {h}", r.dir))
+        .collect();
+    for g in &r.groups {
+        let others: Vec<&str> = g
+            .per_file
+            .iter()
+            .filter(|f| !written.contains(&f.0) && f.1 > 0)
+            .map(|f| f.0.as_str())
+            .collect();
+        let hidden: Vec<&str> = g
+            .per_file
+            .iter()
+            .filter(|f| written.contains(&f.0) && f.1 < f.2)
+            .map(|f| f.0.as_str())
+            .collect();
+        if !others.is_empty() && !hidden.is_empty() {
+            out.push(format!(
+                "{}: the runtime tries {} first for some {}-rank {} calls that {} would serve (files of another machine or run); keep one machine per directory (`rscc verify {}` shows which file serves which call)",
+                r.dir,
+                others.join(", "),
+                g.ranks,
+                g.op,
+                hidden.join(", "),
+                r.dir
+            ));
+        }
+    }
+    out
+}
+
+/// The directory's selection report under runtime `rt`.
+fn analyze(dir: &Path, rt: Runtime) -> Result<Report, CliError> {
     if rt == Runtime::Legacy {
         return Err(CliError::input(
             "the legacy runtime reads the files listed in MSCCL_XML_FILES, not a directory; verify them one by one",
@@ -203,36 +272,14 @@ pub fn run(dir: &Path, runtime: Option<Runtime>, json: bool) -> CliResult {
             ambiguous,
         });
     }
-    let report = Report {
-        dir: shown.clone(),
+    Ok(Report {
+        dir: shown,
         runtime: rt.name(),
-        files: names.clone(),
+        files: names,
         hazards,
         notes,
         groups,
-    };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).expect("report serialises")
-        );
-    } else {
-        print_text(&report);
-    }
-    if report.hazards.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::check(format!(
-            "{shown}: {} entr{} would break the {} runtime",
-            report.hazards.len(),
-            if report.hazards.len() == 1 {
-                "y"
-            } else {
-                "ies"
-            },
-            rt.name()
-        )))
-    }
+    })
 }
 
 fn print_text(r: &Report) {
