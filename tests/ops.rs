@@ -6,8 +6,9 @@
 
 mod common;
 
+use common::wrong;
 use rscc::compile::{compile, CompileOptions};
-use rscc::exec::{run_program, DType, RedOp, RunOptions};
+use rscc::exec::{DType, RedOp};
 use rscc::ir::{Buf, Collective, Program, StepKind};
 use rscc::synth::Algo;
 use rscc::verify::{verify, verify_all, VerifyOptions};
@@ -15,22 +16,6 @@ use std::path::Path;
 
 fn load(path: &Path) -> Program {
     rscc::front::msccl_xml::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Wrong elements of one checked run (a run error fails the test).
-fn wrong(p: &Program, inplace: bool, dtype: DType, redop: RedOp, sizes: &[u64]) -> u64 {
-    let opts = RunOptions {
-        dtype,
-        redop,
-        sizes: sizes.to_vec(),
-        iters: 1,
-        warmup: 0,
-        check: true,
-        inplace: Some(inplace),
-        ..RunOptions::default()
-    };
-    let r = run_program(p, &opts).unwrap_or_else(|e| panic!("{}: {e}", p.name));
-    r.rows.iter().map(|x| x.wrong.expect("checked")).sum()
 }
 
 fn ops_files(op: Collective) -> Vec<std::path::PathBuf> {

@@ -7,7 +7,7 @@
 mod common;
 
 use common::rscc;
-use rscc::exec::{run_program, RunOptions};
+use rscc::exec::{DType, RedOp};
 use rscc::ir::{Program, Runtime, StepKind};
 use rscc::verify::{verify, VerifyOptions};
 use std::path::Path;
@@ -24,19 +24,6 @@ fn rccl() -> VerifyOptions {
         runtime: Some(Runtime::Rccl),
         ..VerifyOptions::default()
     }
-}
-
-fn checked(p: &Program, inplace: bool) -> u64 {
-    let opts = RunOptions {
-        sizes: vec![64 << 10],
-        iters: 1,
-        warmup: 0,
-        check: true,
-        inplace: Some(inplace),
-        ..RunOptions::default()
-    };
-    let r = run_program(p, &opts).unwrap_or_else(|e| panic!("{}: {e}", p.name));
-    r.rows.iter().map(|x| x.wrong.expect("checked")).sum()
 }
 
 /// `rscc synth -o DIR/` on an AMD machine writes RCCL files by default,
@@ -82,7 +69,11 @@ fn amd_machines_get_rccl_files_for_every_op() {
             assert!(p.max_tbs_per_rank() <= 64, "{name}");
             verify(&p, &rccl()).unwrap_or_else(|e| panic!("{name}: {e}"));
             for inplace in [false, true] {
-                assert_eq!(checked(&p, inplace), 0, "{name} inplace {inplace}");
+                assert_eq!(
+                    common::wrong(&p, inplace, DType::F32, RedOp::Sum, &[64 << 10]),
+                    0,
+                    "{name} inplace {inplace}"
+                );
             }
             std::fs::remove_file(f).unwrap();
         }

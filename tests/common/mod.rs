@@ -99,3 +99,26 @@ pub fn rscc(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&o.stderr).into(),
     )
 }
+
+/// Wrong elements of one checked CPU run of `p` (a run error fails the
+/// test).
+pub fn wrong(
+    p: &Program,
+    inplace: bool,
+    dtype: rscc::exec::DType,
+    redop: rscc::exec::RedOp,
+    sizes: &[u64],
+) -> u64 {
+    let opts = rscc::exec::RunOptions {
+        dtype,
+        redop,
+        sizes: sizes.to_vec(),
+        iters: 1,
+        warmup: 0,
+        check: true,
+        inplace: Some(inplace),
+        ..rscc::exec::RunOptions::default()
+    };
+    let r = rscc::exec::run_program(p, &opts).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    r.rows.iter().map(|x| x.wrong.expect("checked")).sum()
+}
