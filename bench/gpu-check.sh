@@ -8,7 +8,7 @@
 #   3. correctness grid in virtual-ranks mode: N = 2, 8, 16; every cuda
 #      dtype (f32 f64 f16 bf16 i32, sum; f32 also prod max min); sizes
 #      4 KiB .. 16 MiB checked for every schedule, 256 MiB and 1 GiB checked
-#      for the N = 2 and N = 8 rings; schedules: every schedules/*.xml whose
+#      for the N = 2 and N = 8 rings; schedules: every schedules/*/*.xml whose
 #      ngpus is N, plus the built-in ring and all-pairs for that N;
 #   4. performance: f32 sum, 64 KiB / 16 MiB per rank (and 1 GiB for the
 #      rings, with a channels x tile sweep for 8 ranks, and the dgx-h100 /
@@ -51,10 +51,14 @@ run() {
   echo "  $tag: $st ($((SECONDS - t0)) s)" >&2
 }
 
-sched_for() {  # schedules/*.xml with ngpus=$1
-  for f in schedules/*.xml; do
+sched_for() {  # schedules/*/*.xml and schedules/*/extra/*.xml with ngpus=$1
+  for f in schedules/*/*.xml schedules/*/extra/*.xml; do
     grep -q "ngpus=\"$1\"" "$f" && echo "$f"
   done
+}
+
+sched_name() {  # schedules/dgx-h100/rs.xml -> dgx-h100-rs
+  local n=${1#schedules/}; n=${n%.xml}; n=${n//extra\//}; echo "${n//\//-}"
 }
 
 # Smoke test first: when the simplest schedule fails there is no point in
@@ -79,7 +83,7 @@ for n in 2 8 16; do
     if [[ $s == builtin:* ]]; then
       src=(--builtin "${s#builtin:}" --ranks "$n"); name="${s#builtin:}$n"
     else
-      src=("$s"); name=$(basename "$s" .xml)
+      src=("$s"); name=$(sched_name "$s")
     fi
     for dt in f32 f64 f16 bf16 i32; do
       run "check-$name-$dt-sum" "${src[@]}" --dtype $dt --redop sum \
@@ -113,10 +117,10 @@ for n in 2 8 16; do
     # 1 GiB per rank only for the H100 systems' schedules (host-side input
     # generation of N GiB dominates the run time).
     case "$f" in
-      *dgx-h100-rs.xml|*dgx-h100x2-rs.xml) sz=64K,16M,1G ;;
+      */dgx-h100/rs.xml|*/dgx-h100x2/rs.xml) sz=64K,16M,1G ;;
       *) sz=64K,16M ;;
     esac
-    run "perf-$(basename "$f" .xml)" "$f" --sizes $sz --iters 5 --warmup 2
+    run "perf-$(sched_name "$f")" "$f" --sizes $sz --iters 5 --warmup 2
   done
 done
 

@@ -14,15 +14,39 @@ fn tmp(name: &str) -> std::path::PathBuf {
     d
 }
 
-/// All of schedules/ in one directory: the alphabetically first 8-rank
-/// file serves every 8-rank call (the reference's shadowing finding),
-/// and the others are reported as shadowed.
+/// schedules/ keeps one folder per machine: as MSCCL_ALGO_DIR the whole
+/// folder loads nothing (the runtime reads no subfolders), one machine's
+/// folder only that machine's files. Copied flat into one directory, the
+/// alphabetically first 8-rank file would serve every 8-rank call (the
+/// reference's shadowing finding) and the others be shadowed.
 #[test]
-fn one_directory_of_every_machine_shadows_all_but_the_first() {
+fn one_folder_per_machine_and_why() {
     let (code, out, err) = rscc(&["verify", "schedules/"]);
     assert_eq!(code, 0, "{err}");
+    assert!(out.contains("dgx-h100/: a directory"), "{out}");
+    assert!(!out.contains("calls served"), "{out}");
+    let (code, out, err) = rscc(&["verify", "schedules/dgx-h100/"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("8 ranks, reduce-scatter: 134 of 134 calls served"),
+        "{out}"
+    );
+    let d = tmp("flat");
+    for e in std::fs::read_dir("schedules").unwrap() {
+        let m = e.unwrap().path();
+        for op in ["rs", "ag", "ar"] {
+            let f = m.join(format!("{op}.xml"));
+            if f.exists() {
+                let name = format!("{}-{op}.xml", m.file_name().unwrap().to_string_lossy());
+                std::fs::copy(&f, d.join(name)).unwrap();
+            }
+        }
+    }
+    let dir = format!("{}/", d.display());
+    let (code, out, err) = rscc(&["verify", &dir]);
+    assert_eq!(code, 0, "{err}");
     let rs8 = out
-        .split("schedules/ (executor runtime), ")
+        .split(" (executor runtime), ")
         .find(|g| g.starts_with("8 ranks, reduce-scatter"))
         .expect("an 8-rank reduce-scatter group");
     assert!(rs8.contains("134 of 134 calls served"), "{rs8}");
@@ -34,6 +58,7 @@ fn one_directory_of_every_machine_shadows_all_but_the_first() {
     };
     assert!(line("cpu-shm-rs.xml").contains("134 calls"), "{rs8}");
     assert!(line("dgx-h100-rs.xml").contains("shadowed"), "{rs8}");
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// ring8's band files need recvcounts that are multiples of 20 (tree,
@@ -97,7 +122,7 @@ fn fall_through_files_serve_the_counts_the_bands_reject() {
 fn entries_that_break_the_runtime_are_named() {
     let d = tmp("hazards");
     std::fs::write(d.join("README"), "notes\n").unwrap();
-    std::fs::copy("schedules/dgx-h100-rs.xml", d.join("rs.xml")).unwrap();
+    std::fs::copy("schedules/dgx-h100/rs.xml", d.join("rs.xml")).unwrap();
     let dir = format!("{}/", d.display());
     let (code, _, err) = rscc(&["verify", &dir]);
     assert_eq!(code, 1);

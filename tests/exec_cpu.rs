@@ -473,7 +473,10 @@ fn split_multi_chunk_steps_deadlock_in_the_verifier_and_the_executor_alike() {
 /// Both stalled while the executor merged chunks by its own `--tile`.
 #[test]
 fn small_band_runs_up_to_its_max_bytes_with_any_tile() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schedules/ring8-small-rs.xml");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/schedules/ring8/extra/small-rs.xml"
+    );
     let p = rscc::front::msccl_xml::load(std::path::Path::new(path)).unwrap();
     let max = p.max_bytes.expect("ring8-small-rs has maxBytes") as u64;
     assert_eq!(max, 32 << 20);

@@ -27,7 +27,7 @@ fn no_driver_exits_2_with_a_plain_message() {
     for mode in ["virtual", "multi"] {
         let (code, text) = rscc(&[
             "run",
-            "schedules/ring8-rs.xml",
+            "schedules/ring8/rs.xml",
             "--backend",
             "cuda",
             "--gpu-mode",
@@ -46,7 +46,7 @@ fn no_driver_exits_2_with_a_plain_message() {
 fn bad_cuda_arguments_exit_2() {
     let (code, text) = rscc(&[
         "run",
-        "schedules/ring8-rs.xml",
+        "schedules/ring8/rs.xml",
         "--backend",
         "cuda",
         "--gpu-mode",
@@ -57,7 +57,7 @@ fn bad_cuda_arguments_exit_2() {
     // i64 / u8 are CPU-only; refused before any CUDA call.
     let (code, text) = rscc(&[
         "run",
-        "schedules/ring8-rs.xml",
+        "schedules/ring8/rs.xml",
         "--backend",
         "cuda",
         "--dtype",

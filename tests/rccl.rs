@@ -86,7 +86,7 @@ fn amd_machines_get_rccl_files_for_every_op() {
 /// which runtimes take it.
 #[test]
 fn fused_files_are_refused_for_rccl() {
-    let f = "schedules/dgx-h100-rs.xml";
+    let f = "schedules/dgx-h100/rs.xml";
     let (code, _, err) = rscc(&["verify", f, "--runtime", "rccl"]);
     assert_ne!(code, 0);
     assert!(err.contains("[step-kind]"), "{err}");
@@ -95,7 +95,7 @@ fn fused_files_are_refused_for_rccl() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("rccl: rejects it ([step-kind])"), "{out}");
     // The shipped AMD schedules hold for every runtime.
-    let (code, out, err) = rscc(&["verify", "schedules/mi300x-ar.xml"]);
+    let (code, out, err) = rscc(&["verify", "schedules/mi300x/ar.xml"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("rccl: its rules hold"), "{out}");
 }

@@ -1,5 +1,7 @@
 //! Regression: the schedule emitted for every shipped topology is pinned,
-//! both as an insta snapshot and as the committed file in schedules/,
+//! both as an insta snapshot and as the committed file in
+//! schedules/<topology>/ (`rs.xml`, `ag.xml`, `ar.xml`; the extra
+//! synthesizers' pins under `extra/`, which the runtime does not read),
 //! each for the runtime `rscc synth` targets by default (RCCL for the AMD
 //! machine, whose files use only `s`, `r`, `re`, `cpy` and `nop`).
 //! Regenerate schedules/ with `RSCC_UPDATE_SCHEDULES=1 cargo test --test
@@ -38,9 +40,9 @@ fn emit(path: &Path, op: Collective) -> String {
 }
 
 /// The emitted text reads back and verifies, and equals both its
-/// snapshot and schedules/{stem}.xml (rewritten instead with
+/// snapshot `stem` and schedules/`file` (rewritten instead with
 /// RSCC_UPDATE_SCHEDULES set); a stale file is pushed to `stale`.
-fn pin(stem: &str, xml: &str, stale: &mut Vec<String>) {
+fn pin(stem: &str, file: &str, xml: &str, stale: &mut Vec<String>) {
     let p = rscc::front::msccl_xml::parse(xml, stem).expect("own XML parses");
     verify(&p, &VerifyOptions::default()).expect("own XML verifies");
     // An RCCL file (named so) also keeps RCCL's rules.
@@ -51,8 +53,9 @@ fn pin(stem: &str, xml: &str, stale: &mut Vec<String>) {
         };
         verify(&p, &o).expect("an RCCL file keeps RCCL's rules");
     }
-    let file = Path::new("schedules").join(format!("{stem}.xml"));
+    let file = Path::new("schedules").join(file);
     if std::env::var_os("RSCC_UPDATE_SCHEDULES").is_some() {
+        std::fs::create_dir_all(file.parent().expect("a folder")).expect("make the folder");
         std::fs::write(&file, xml).expect("write schedule");
     } else if std::fs::read_to_string(&file).ok().as_deref() != Some(xml) {
         stale.push(file.display().to_string());
@@ -67,12 +70,16 @@ fn no_stale(stale: &[String]) {
     );
 }
 
-/// Every shipped topology's schedule of `op`, pinned as {name}-{rs,ag,ar}.
+/// Every shipped topology's schedule of `op`, pinned as snapshot
+/// {name}-{rs,ag,ar} and file schedules/{name}/{rs,ag,ar}.xml: one folder
+/// per machine, so that loading one folder as MSCCL_ALGO_DIR cannot mix
+/// machines (and the runtime does not read subfolders).
 fn pin_op(op: Collective) {
     let mut stale = Vec::new();
     for (name, path) in shipped() {
         pin(
             &format!("{name}-{}", op.short()),
+            &format!("{name}/{}.xml", op.short()),
             &emit(&path, op),
             &mut stale,
         );
@@ -112,6 +119,7 @@ fn small_message_band_schedules_are_pinned() {
         if let Ok(Some(c)) = small {
             pin(
                 &format!("{name}-small-rs"),
+                &format!("{name}/extra/small-rs.xml"),
                 &rscc::back::msccl_xml::to_string(&c.program),
                 &mut stale,
             );
@@ -140,6 +148,7 @@ fn gap_schedules_are_pinned() {
                 .expect("gap compiles where it is offered");
         pin(
             &format!("{name}-gap-rs"),
+            &format!("{name}/extra/gap-rs.xml"),
             &rscc::back::msccl_xml::to_string(&c.program),
             &mut stale,
         );

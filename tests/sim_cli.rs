@@ -127,7 +127,7 @@ fn ring_baseline_matches_the_ring_program() {
 #[test]
 fn sizes_outside_the_window_get_a_note() {
     let o = Command::new(env!("CARGO_BIN_EXE_rscc"))
-        .args(["simulate", "schedules/ring8-small-rs.xml"])
+        .args(["simulate", "schedules/ring8/extra/small-rs.xml"])
         .args(["--topo", "topologies/ring8.json", "--sizes", "1M,64M"])
         .output()
         .unwrap();
@@ -140,7 +140,8 @@ fn sizes_outside_the_window_get_a_note() {
         "{err}"
     );
     let mut p =
-        rscc::front::msccl_xml::load(std::path::Path::new("schedules/ring8-small-rs.xml")).unwrap();
+        rscc::front::msccl_xml::load(std::path::Path::new("schedules/ring8/extra/small-rs.xml"))
+            .unwrap();
     assert!(p.serves(32 << 20) && !p.serves((32 << 20) + 1));
     p.max_bytes = Some(0);
     assert!(p.serves(1 << 40));

@@ -66,7 +66,7 @@ pub fn dgx1() -> Topology {
 }
 
 /// Every shipped topology (topologies/*.json, sorted by name) with its
-/// committed schedule (schedules/<stem>-rs.xml) and the file stem.
+/// committed schedule (schedules/<stem>/rs.xml) and the file stem.
 pub fn shipped() -> Vec<(String, Topology, Program)> {
     let mut paths: Vec<_> = std::fs::read_dir("topologies")
         .expect("run from the repository root")
@@ -79,7 +79,7 @@ pub fn shipped() -> Vec<(String, Topology, Program)> {
         .map(|path| {
             let stem = path.file_stem().unwrap().to_string_lossy().to_string();
             let topo = rscc::front::load_topology(&path).expect("shipped topology");
-            let xml = format!("schedules/{stem}-rs.xml");
+            let xml = format!("schedules/{stem}/rs.xml");
             let text = std::fs::read_to_string(&xml).expect("shipped schedule");
             let prog = rscc::front::msccl_xml::parse(&text, &xml).expect("valid schedule");
             (stem, topo, prog)

@@ -262,26 +262,26 @@ fn emulated_kernel_runs_shipped_schedules() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     // Small tiles (many per chunk), and small chunks, where multi-chunk
     // steps move several chunks per FIFO slot by MSCCL's rule whatever the
-    // staging tile (ring8-small-rs has cnt > slots: one slot per chunk
+    // staging tile (ring8's small band has cnt > slots: one slot per chunk
     // stalls it, as first seen on an H200).
     for (f, size, tile) in [
-        ("ring8-rs.xml", 16384, 128),
-        ("dgx-h100-rs.xml", 16384, 128),
-        ("dgx1-v100-rs.xml", 16384, 128),
-        ("ring8-small-rs.xml", 4096, 256 << 10),
-        ("ring8-small-rs.xml", 16384, 128),
-        ("dgx1-v100-rs.xml", 4096, 256 << 10),
-        ("ring8-ag.xml", 16384, 128),
-        ("dgx-h100-ag.xml", 16384, 128),
-        ("dgx1-v100-ag.xml", 16384, 128),
-        ("ring8-ar.xml", 16384, 128),
-        ("dgx-h100-ar.xml", 16384, 128),
-        ("dgx1-v100-ar.xml", 16384, 128),
-        ("dgx-a100x4-ar.xml", 16384, 256 << 10),
+        ("ring8/rs.xml", 16384, 128),
+        ("dgx-h100/rs.xml", 16384, 128),
+        ("dgx1-v100/rs.xml", 16384, 128),
+        ("ring8/extra/small-rs.xml", 4096, 256 << 10),
+        ("ring8/extra/small-rs.xml", 16384, 128),
+        ("dgx1-v100/rs.xml", 4096, 256 << 10),
+        ("ring8/ag.xml", 16384, 128),
+        ("dgx-h100/ag.xml", 16384, 128),
+        ("dgx1-v100/ag.xml", 16384, 128),
+        ("ring8/ar.xml", 16384, 128),
+        ("dgx-h100/ar.xml", 16384, 128),
+        ("dgx1-v100/ar.xml", 16384, 128),
+        ("dgx-a100x4/ar.xml", 16384, 256 << 10),
         // RCCL files: r into scratch, re, cpy, s only.
-        ("mi300x-rs.xml", 16384, 128),
-        ("mi300x-ag.xml", 16384, 128),
-        ("mi300x-ar.xml", 16384, 128),
+        ("mi300x/rs.xml", 16384, 128),
+        ("mi300x/ag.xml", 16384, 128),
+        ("mi300x/ar.xml", 16384, 128),
     ] {
         let p = crate::front::msccl_xml::load(&root.join("schedules").join(f)).unwrap();
         // Every call mode the file declares (each op aliases differently).
@@ -311,8 +311,8 @@ fn emulated_kernel_dtypes_and_ops() {
     assert_eq!(run::<i32, Prod>(&p, &c), ([0; 8], 0));
     // Allgather copies bit for bit whatever the type; allreduce reduces.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schedules");
-    let ag = crate::front::msccl_xml::load(&root.join("ring8-ag.xml")).unwrap();
-    let ar = crate::front::msccl_xml::load(&root.join("ring8-ar.xml")).unwrap();
+    let ag = crate::front::msccl_xml::load(&root.join("ring8/ag.xml")).unwrap();
+    let ar = crate::front::msccl_xml::load(&root.join("ring8/ar.xml")).unwrap();
     let c = case(16384, 256, false);
     assert_eq!(run::<f16, Sum>(&ag, &c), ([0; 8], 0));
     assert_eq!(run::<f64, Min>(&ar, &c), ([0; 8], 0));
