@@ -181,3 +181,57 @@ fn writing_beside_another_machine_is_reported() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// An SM budget: `synth --max-tbs N` keeps every file within N
+/// threadblocks per rank (the search scores within it), `verify --topo`
+/// says what share of the SMs a file needs resident at once, and a budget
+/// of 0 is a request error.
+#[test]
+fn threadblock_budget_and_sm_share() {
+    let d = tmp("budget");
+    let dir = format!("{}/", d.display());
+    let (code, _, err) = rscc(&[
+        "synth",
+        "--topo",
+        "topologies/dgx1-v100.json",
+        "--max-tbs",
+        "40",
+        "--sizes",
+        "1K,64K,1G",
+        "-o",
+        &dir,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for e in std::fs::read_dir(&d).unwrap() {
+        let p = rscc::front::msccl_xml::load(&e.unwrap().path()).unwrap();
+        assert!(
+            p.max_tbs_per_rank() <= 40,
+            "{}: {}",
+            p.name,
+            p.max_tbs_per_rank()
+        );
+    }
+    let (code, _, err) = rscc(&[
+        "synth",
+        "--topo",
+        "topologies/dgx1-v100.json",
+        "--max-tbs",
+        "0",
+        "-o",
+        &dir,
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--max-tbs must be at least 1"), "{err}");
+    let (code, out, err) = rscc(&[
+        "verify",
+        "schedules/dgx1-v100/extra/gap-rs.xml",
+        "--topo",
+        "topologies/dgx1-v100.json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("needs 79 threadblocks per rank resident at once, 99 % of the GPU's 80 SMs (more than half"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -111,6 +111,12 @@ pub struct SynthArgs {
     /// Runtime the file targets (default: rccl for AMD GPUs, else executor).
     #[arg(long, value_enum)]
     pub runtime: Option<RuntimeArg>,
+    /// At most N threadblocks per rank (default: the GPUs' SM count, and
+    /// 64 on RCCL). MSCCL needs every threadblock resident at once: leave
+    /// SMs free where collectives overlap each other or compute (FSDP's
+    /// reduce-scatter beside the next allgather: about half the SMs each).
+    #[arg(long, value_name = "N")]
+    pub max_tbs: Option<usize>,
     /// Only in-place calls (default: both in-place and out-of-place).
     #[arg(long, conflicts_with = "outofplace")]
     pub inplace: bool,
@@ -139,6 +145,9 @@ pub fn run(a: SynthArgs) -> CliResult {
             Algo::names()
         ))
     })?;
+    if a.max_tbs == Some(0) {
+        return Err(CliError::input("--max-tbs must be at least 1"));
+    }
     let opts = options(
         &a,
         mode,
@@ -309,6 +318,7 @@ fn options(a: &SynthArgs, mode: Mode, runtime: Runtime) -> CompileOptions {
             max_bytes: runtime.encode_max_bytes(None),
             ..LowerOptions::default()
         },
+        max_tbs: a.max_tbs,
     }
 }
 

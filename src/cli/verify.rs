@@ -64,8 +64,13 @@ pub fn run(a: VerifyArgs) -> CliResult {
                 ..opts.clone()
             };
             let errs = structural(&p, &o);
-            let mut rules: Vec<&'static str> = errs.iter().map(|e| e.rule).collect();
-            rules.dedup();
+            // Each broken rule once, in the order first broken.
+            let mut rules: Vec<&'static str> = Vec::new();
+            for e in &errs {
+                if !rules.contains(&e.rule) {
+                    rules.push(e.rule);
+                }
+            }
             RuntimeVerdict {
                 runtime: rt.name(),
                 rules_hold: errs.is_empty(),
@@ -100,6 +105,19 @@ pub fn run(a: VerifyArgs) -> CliResult {
                     r.steps,
                     r.modes.join(" and ")
                 );
+                if let Some(sms) = opts.max_tbs {
+                    // All of a rank's threadblocks must be resident at once.
+                    let tbs = p.max_tbs_per_rank();
+                    println!(
+                        "{file}: needs {tbs} threadblocks per rank resident at once, {:.0} % of the GPU's {sms} SMs{}",
+                        100.0 * tbs as f64 / sms.max(1) as f64,
+                        if 2 * tbs > sms {
+                            " (more than half: it cannot run beside a second such collective, e.g. FSDP's reduce-scatter beside the next allgather; see `rscc synth --max-tbs`)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
                 if a.runtime.is_none() {
                     println!("{file}: {}", runtimes_line(&runtimes));
                 }

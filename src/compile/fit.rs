@@ -42,6 +42,7 @@ pub fn first_fit(
         };
         if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
             let why = match topo.min_sms() {
+                _ if opts.max_tbs == Some(m) => format!("the requested {m} (--max-tbs)"),
                 Some(s) if s as usize == m => format!("the GPU's {m} SMs"),
                 _ => format!("the {} runtime's {m}", opts.lower.runtime.name()),
             };

@@ -59,6 +59,11 @@ pub struct CompileOptions {
     /// What the emitted file says (protocol, runtime, call modes, size
     /// band); its `name` is set per schedule ([`CompileOptions::lower_options`]).
     pub lower: LowerOptions,
+    /// At most this many threadblocks per rank (None: the GPUs' SMs and the
+    /// runtime's limit). An MSCCL kernel needs all its threadblocks
+    /// resident at once; a lower budget leaves SMs to compute kernels and
+    /// to a second collective running beside it.
+    pub max_tbs: Option<usize>,
 }
 
 impl Default for CompileOptions {
@@ -68,6 +73,7 @@ impl Default for CompileOptions {
             op: Collective::ReduceScatter,
             synth: SynthOptions::default(),
             lower: LowerOptions::default(),
+            max_tbs: None,
         }
     }
 }
@@ -107,11 +113,12 @@ impl CompileOptions {
     }
 
     /// Threadblocks per rank a schedule may use: at most the GPUs' SMs
-    /// (all of them must be co-resident) and the runtime's threadblock
-    /// limit (64 on RCCL).
+    /// (all of them must be co-resident), the runtime's threadblock limit
+    /// (64 on RCCL) and the request's `max_tbs`.
     pub fn tb_budget(&self, topo: &Topology) -> usize {
         let sms = topo.min_sms().map_or(usize::MAX, |s| s as usize);
         sms.min(self.lower.runtime.max_tb_id())
+            .min(self.max_tbs.unwrap_or(usize::MAX))
     }
 }
 
