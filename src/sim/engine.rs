@@ -594,45 +594,39 @@ impl Engine<'_> {
                     let seq = conn.sent;
                     conn.sent += 1;
                     let alpha = conn.alpha;
-                    let f = self.flows.len();
-                    self.flows.push(Flow {
-                        conn: c,
-                        seq,
-                        tb,
-                        bytes,
-                        remaining: bytes,
-                        rate: 0.0,
-                        last: self.now,
-                    });
-                    self.flow_stamp.push(0);
-                    self.new_rate.push(0.0);
-                    self.tbs[tb].running = true;
-                    self.push(self.now + alpha, Ev::Activate(f));
+                    self.start_flow(c, seq, tb, bytes, alpha);
                     return;
                 }
             }
             if matches!(kind, StepKind::Copy | StepKind::Reduce) && self.opts.mem_gbps.is_some() {
                 // cpy reads src, writes dst; re reads both, writes dst.
                 let touched = if kind == StepKind::Copy { 2.0 } else { 3.0 } * bytes;
-                let f = self.flows.len();
-                self.flows.push(Flow {
-                    conn: self.mem_conn + self.tbs[tb].rank,
-                    seq: 0,
-                    tb,
-                    bytes: touched,
-                    remaining: touched,
-                    rate: 0.0,
-                    last: self.now,
-                });
-                self.flow_stamp.push(0);
-                self.new_rate.push(0.0);
-                self.tbs[tb].running = true;
-                self.push(self.now, Ev::Activate(f));
+                self.start_flow(self.mem_conn + self.tbs[tb].rank, 0, tb, touched, 0.0);
                 return;
             }
             self.tbs[tb].running = true;
             self.complete(tb);
         }
+    }
+
+    /// Threadblock `tb` starts a flow of `bytes` over connection `c`
+    /// (message `seq` of it; a local pass's own memory connection), which
+    /// joins its links after `delay` µs (the route's α).
+    fn start_flow(&mut self, c: usize, seq: u64, tb: usize, bytes: f64, delay: f64) {
+        let f = self.flows.len();
+        self.flows.push(Flow {
+            conn: c,
+            seq,
+            tb,
+            bytes,
+            remaining: bytes,
+            rate: 0.0,
+            last: self.now,
+        });
+        self.flow_stamp.push(0);
+        self.new_rate.push(0.0);
+        self.tbs[tb].running = true;
+        self.push(self.now + delay, Ev::Activate(f));
     }
 
     fn complete(&mut self, tb: usize) {
