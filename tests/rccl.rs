@@ -133,3 +133,40 @@ fn rccl_keeps_within_64_threadblocks() {
         .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
         .any(|s| s.kind == StepKind::RecvReduceSend || s.kind == StepKind::RecvReduceCopy));
 }
+
+/// Where an RCCL band's schedule needs counts divisible by k > 1 (an
+/// imported MI250X: k = 3), the one-chunk fall-through files are written
+/// for RCCL too, so every call of the sweep gets an rscc schedule.
+#[test]
+fn rccl_directories_serve_every_count() {
+    let d = std::env::temp_dir().join(format!("rscc-rccl-k1-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let topo = d.join("mi250x.json");
+    let (code, _, err) = rscc(&[
+        "topo",
+        "import",
+        "tests/data/real/rccl-xml/rccl_topo_8p1h_MI250X-gfx90a_8GCD_1hive.xml",
+        "-o",
+        topo.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let dir = format!("{}/out/", d.display());
+    let (code, _, err) = rscc(&["synth", "--topo", topo.to_str().unwrap(), "-o", &dir]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("RCCL reads MSCCL_ALGO_DIR unsorted"), "{err}");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("rs.k1-rccl-")),
+        "{names:?}"
+    );
+    let (code, out, err) = rscc(&["verify", &dir, "--runtime", "rccl", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let g = &v["groups"][0];
+    assert_eq!(g["served"], g["calls"], "{g}");
+    let _ = std::fs::remove_dir_all(&d);
+}

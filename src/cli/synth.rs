@@ -198,12 +198,13 @@ pub fn run(a: SynthArgs) -> CliResult {
     );
     // Bands whose schedule serves only counts that are multiples of k > 1
     // get a one-chunk-per-shard file that sorts after them (the executor
-    // falls through to it). RCCL reads the directory unsorted, so there
-    // the two would be ambiguous: none is written.
+    // falls through to it). RCCL reads the directory unsorted: there a
+    // count both serve runs either (both are correct), and every other
+    // count still gets rscc's schedule instead of plain RCCL.
     let one = match &selection {
         Some(sel)
             if to_dir
-                && opts.lower.runtime == Runtime::Executor
+                && opts.lower.runtime != Runtime::Legacy
                 && sel.bands.iter().any(|b| sel.band_k(b) > 1) =>
         {
             let mut o = opts.clone();
@@ -218,6 +219,9 @@ pub fn run(a: SynthArgs) -> CliResult {
         }
         _ => None,
     };
+    if one.is_some() && opts.lower.runtime == Runtime::Rccl {
+        notes.push("RCCL reads MSCCL_ALGO_DIR unsorted: for the counts both a band file and its one-chunk fall-through (.k1) serve, either may run".into());
+    }
     let files = match (&selection, to_dir) {
         (Some(sel), true) => {
             let dir = a.output.as_deref().unwrap_or(Path::new("."));

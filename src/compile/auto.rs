@@ -360,8 +360,12 @@ impl Selection {
             let mut program = one.candidates[c].program.clone();
             program.min_bytes = b.min_bytes as i64;
             program.max_bytes = Some(program.runtime.encode_max_bytes(b.max_bytes));
+            let rt = match program.runtime {
+                crate::ir::Runtime::Rccl => "rccl-",
+                _ => "",
+            };
             let name = format!(
-                "{}.k1-{}-{}-{}.xml",
+                "{}.k1-{rt}{}-{}-{}.xml",
                 program.coll.short(),
                 one.candidates[c].algo.name(),
                 b.min_bytes,
