@@ -137,6 +137,9 @@ fn entries_that_break_the_runtime_are_named() {
     let (code, _, err) = rscc(&["verify", &dir, "--runtime", "legacy"]);
     assert_eq!(code, 2);
     assert!(err.contains("MSCCL_XML_FILES"), "{err}");
+    let (code, _, err) = rscc(&["verify", &dir, "--topo", "topologies/dgx-h100.json"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--topo applies to one file"), "{err}");
     // The AMD machine's own directory is clean for RCCL.
     let a = tmp("amd");
     let adir = format!("{}/", a.display());

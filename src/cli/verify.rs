@@ -34,6 +34,12 @@ pub struct VerifyArgs {
 
 pub fn run(a: VerifyArgs) -> CliResult {
     if a.file.is_dir() {
+        if a.topo.is_some() {
+            return Err(CliError::input(format!(
+                "{}: --topo applies to one file; a directory is checked by the runtime's selection alone",
+                a.file.display()
+            )));
+        }
         return super::verify_dir::run(&a.file, a.runtime.map(RuntimeArg::runtime), a.json);
     }
     let p = front::msccl_xml::load(&a.file).map_err(CliError::input)?;
