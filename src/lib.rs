@@ -12,6 +12,7 @@ pub mod cli;
 pub mod compile;
 pub mod exec;
 pub mod front;
+pub mod fuzz;
 pub mod ir;
 pub mod lower;
 pub mod par;

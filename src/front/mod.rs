@@ -44,11 +44,34 @@ impl FrontError {
 }
 
 impl fmt::Display for FrontError {
+    /// One line: control characters that a message quotes from the input
+    /// (newlines, tabs, escapes) are written escaped, as `\n`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.line {
-            Some(l) => write!(f, "{}: line {l}: {}", self.file, self.msg),
-            None => write!(f, "{}: {}", self.file, self.msg),
+            Some(l) => write!(
+                f,
+                "{}: line {l}: {}",
+                OneLine(&self.file),
+                OneLine(&self.msg)
+            ),
+            None => write!(f, "{}: {}", OneLine(&self.file), OneLine(&self.msg)),
         }
+    }
+}
+
+/// Text with its control characters escaped.
+struct OneLine<'a>(&'a str);
+
+impl fmt::Display for OneLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -82,5 +105,22 @@ pub fn load_topology(path: &Path) -> Result<Topology, FrontError> {
         Err(FrontError::new(&name, "the file is empty"))
     } else {
         import::import_text(&text, &name, &import::ImportOptions::default()).map(|r| r.topology)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever a message quotes from the input, the error is one line.
+    #[test]
+    fn errors_are_one_line() {
+        let e = FrontError::at_line("a\nb.xml", 3, "bad attribute near \"x\">\n\t<nic>\u{7f}");
+        let s = e.to_string();
+        assert_eq!(
+            s,
+            "a\\nb.xml: line 3: bad attribute near \"x\">\\n\\t<nic>\\u{7f}"
+        );
+        assert!(!s.contains('\n'));
     }
 }

@@ -186,12 +186,38 @@ pub fn build(tf: &TopoFile, file: &str) -> Result<Topology, FrontError> {
     Ok(topo)
 }
 
-/// Checks every front end applies: ranks are exactly 0..N-1, N ≥ 1, and
-/// every rank can reach every other.
+/// Most GPUs a topology may have: beyond what MSCCL XML can express at all
+/// (every rank's parse table holds 4096 nodes and each `<gpu>` element is
+/// one), and what keeps the all-pairs stages bounded.
+pub const MAX_RANKS: usize = super::generate::MAX_RANKS;
+/// Most nodes and links of any kind (switches, NICs, CPUs included).
+pub const MAX_NODES: usize = 1 << 16;
+pub const MAX_LINKS: usize = 1 << 20;
+
+/// Checks every front end applies: ranks are exactly 0..N-1, 1 ≤ N ≤
+/// [`MAX_RANKS`], at most [`MAX_NODES`] nodes and [`MAX_LINKS`] directed
+/// links, and every rank can reach every other.
 pub fn validate(t: &Topology) -> Result<(), String> {
     let n = t.num_ranks();
     if n == 0 {
         return Err("the topology has no gpu nodes".into());
+    }
+    if n > MAX_RANKS {
+        return Err(format!(
+            "the topology has {n} GPUs; rscc takes at most {MAX_RANKS} (MSCCL XML cannot express more: every rank's parse table holds 4096 nodes, one per <gpu> element)"
+        ));
+    }
+    if t.graph.node_count() > MAX_NODES {
+        return Err(format!(
+            "the topology has {} nodes; rscc takes at most {MAX_NODES}",
+            t.graph.node_count()
+        ));
+    }
+    if t.graph.edge_count() > MAX_LINKS {
+        return Err(format!(
+            "the topology has {} directed links; rscc takes at most {MAX_LINKS}",
+            t.graph.edge_count()
+        ));
     }
     for (want, &idx) in t.ranks.iter().enumerate() {
         let node = t.node(idx);
@@ -300,4 +326,32 @@ pub fn to_json(t: &Topology) -> String {
     let mut s = serde_json::to_string_pretty(&to_file(t)).expect("topology serialises");
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid topology beyond MSCCL's reach is refused with the limit.
+    #[test]
+    fn too_many_gpus_is_a_stated_limit() {
+        let n = MAX_RANKS + 1;
+        let nodes: Vec<String> = (0..n)
+            .map(|r| format!(r#"{{"id":"g{r}","kind":"gpu","rank":{r}}}"#))
+            .chain([r#"{"id":"sw","kind":"switch"}"#.to_string()])
+            .collect();
+        let links: Vec<String> = (0..n)
+            .map(|r| {
+                format!(r#"{{"from":"g{r}","to":"sw","bw_gbps":25,"alpha_us":1,"kind":"nvlink"}}"#)
+            })
+            .collect();
+        let text = format!(
+            r#"{{"name":"big","nodes":[{}],"links":[{}]}}"#,
+            nodes.join(","),
+            links.join(",")
+        );
+        let e = parse(&text, "big.json").unwrap_err().to_string();
+        assert!(e.starts_with("big.json: "), "{e}");
+        assert!(e.contains("4097 GPUs") && e.contains("at most 4096"), "{e}");
+    }
 }
