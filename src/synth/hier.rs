@@ -17,7 +17,7 @@
 //! the cut bound needs (docs/algorithms.md), which the LP mixture
 //! (`synth/mix.rs`) finds by mixing m = 0 and m = 1.
 
-use super::{ready, Context, Offer, SynthError, Synthesizer};
+use super::{Context, Offer, SynthError, Synthesizer};
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
 
 /// The hierarchical synthesizer.
@@ -43,7 +43,16 @@ impl Synthesizer for Hier {
             )
         })?;
         let spec = Spec::reduce_scatter(ctx.ranks(), ctx.opts.chunks.unwrap_or(1));
-        Ok(Offer::new(vec![ready(hier_algorithm(spec, &hs, 0))]))
+        // Shallowest first: the driver emits the first that fits the
+        // runtime's limits (a star over H hosts needs H − 1 rail peers).
+        let candidates = rail_radices(hs.len())
+            .into_iter()
+            .map(|f| {
+                let hs = hs.clone();
+                Box::new(move || hier_tree(spec, &hs, 0, f)) as super::Candidate
+            })
+            .collect();
+        Ok(Offer::new(candidates))
     }
 }
 
@@ -128,9 +137,54 @@ pub fn groups(topo: &Topology) -> Option<Vec<Vec<usize>>> {
     None
 }
 
+/// The rail trees `hier` offers for `nh` hosts, shallowest first: the star
+/// (radix ≥ nh: every host's partial sum goes straight to the owner, one
+/// α), then radix ⌈√nh⌉ (depth 2) and the powers of two below it down to
+/// the binomial tree (depth ⌈log₂ nh⌉, 2·⌈log₂ nh⌉ rail peers per GPU).
+pub fn rail_radices(nh: usize) -> Vec<usize> {
+    let mut out = vec![nh.max(2)];
+    let root = (1..=nh).find(|f| f * f >= nh).unwrap_or(nh);
+    let mut f = root;
+    while f >= 2 {
+        if f < nh && !out.contains(&f) {
+            out.push(f);
+        }
+        f = if f.is_power_of_two() {
+            f / 2
+        } else {
+            f.next_power_of_two() / 2
+        };
+    }
+    out
+}
+
+/// In the radix-`f` rail tree of one shard, the host at relative position
+/// `r` (0 = the owner's host) sends its partial sum to the host at `r` with
+/// its lowest nonzero base-`f` digit cleared. A child's position is larger
+/// than its parent's, so sending in rail order (largest position first)
+/// lets every host add its children's partial sums first.
+fn rail_parent(r: usize, f: usize) -> usize {
+    debug_assert!(r > 0 && f >= 2);
+    let mut place = 1usize;
+    while (r / place).is_multiple_of(f) {
+        place *= f;
+    }
+    r - ((r / place) % f) * place
+}
+
 /// The hierarchical algorithm with `abroad` host-mates per shard sent
-/// across their rail (0 ≤ abroad ≤ g − 1).
+/// across their rail (0 ≤ abroad ≤ g − 1) and a star on the rail.
 pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algorithm {
+    hier_tree(spec, hosts, abroad, hosts.len())
+}
+
+/// The hierarchical algorithm whose rail phase, per shard, is the
+/// radix-`radix` tree over the hosts rooted at the owner's host (see
+/// [`rail_parent`]; radix ≥ H is the star). Every tree has H − 1 edges per
+/// shard and, over all shards, every host sends and receives H − 1 partial
+/// sums per rail: each shape moves what the star moves; they differ in
+/// depth (α rounds) and in rail peers per GPU (threadblocks).
+pub fn hier_tree(spec: Spec, hosts: &[Vec<usize>], abroad: usize, radix: usize) -> Algorithm {
     let n = spec.ranks;
     let nh = hosts.len();
     let g = hosts[0].len();
@@ -186,31 +240,43 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
                     }
                 }
                 if h != ho {
-                    // Across rail ko. Numbered after every intra-host step
-                    // (in rail order q), so the owner's accumulation takes
-                    // its host-mates' contributions first, as they arrive,
-                    // and the late rail partial sums last; the other way
-                    // round, host-mate messages would wait unconsumed for
-                    // the rail and fill the connection buffers (2 tiles),
-                    // stalling the next tile's intra-host sends.
+                    // Across rail ko, to the parent host's aggregator (the
+                    // owner itself at the root). Numbered after every
+                    // intra-host step (by level, then in rail order q), so
+                    // the owner's accumulation takes its host-mates'
+                    // contributions first, as they arrive, and the late
+                    // rail partial sums last; the other way round,
+                    // host-mate messages would wait unconsumed for the rail
+                    // and fill the connection buffers (2 tiles), stalling
+                    // the next tile's intra-host sends.
+                    let r = (h + nh - ho) % nh;
+                    let p = if radix >= nh {
+                        0
+                    } else {
+                        rail_parent(r, radix)
+                    };
+                    // q = H − 1 − r: a child (larger r) sends earlier.
                     let step = nh * g + q;
                     transfers.push(Transfer {
                         step,
                         chunk,
                         src: agg,
-                        dst: o,
+                        dst: hosts[(ho + p) % nh][ko],
                         channel: 1,
                     });
                 }
             }
         }
     }
+    let mut name = "hier".to_string();
+    if radix < nh {
+        name += &format!("-r{radix}");
+    }
+    if abroad > 0 {
+        name += &format!("-abroad{abroad}");
+    }
     Algorithm {
-        name: if abroad == 0 {
-            "hier".into()
-        } else {
-            format!("hier-abroad{abroad}")
-        },
+        name,
         spec,
         transfers,
         bcast: Vec::new(),
@@ -249,6 +315,42 @@ mod tests {
         .unwrap();
         assert_eq!(groups(&two), hosts(&two));
         assert_eq!(groups(&two).unwrap().len(), 2);
+    }
+
+    /// Every rail tree is a valid in-tree per shard that moves what the
+    /// star moves (H − 1 partial sums sent and received per GPU on its
+    /// rail), with at most (f − 1)·⌈log_f H⌉ rail peers each way.
+    #[test]
+    fn rail_trees_move_what_the_star_moves() {
+        for nh in [2usize, 3, 5, 8, 12, 16, 64] {
+            let g = 2;
+            let hs: Vec<Vec<usize>> = (0..nh).map(|h| vec![h * g, h * g + 1]).collect();
+            let radices = rail_radices(nh);
+            assert_eq!(radices[0], nh.max(2));
+            for &f in &radices {
+                let a = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, f);
+                a.check().unwrap_or_else(|e| panic!("H={nh} f={f}: {e}"));
+                let host = |r: usize| r / g;
+                let mut sent = vec![0usize; nh * g];
+                let mut peers = vec![std::collections::BTreeSet::new(); nh * g];
+                for t in a.transfers.iter().filter(|t| host(t.src) != host(t.dst)) {
+                    assert_eq!(t.src % g, t.chunk % g, "rail k carries shards k");
+                    sent[t.src] += 1;
+                    peers[t.src].insert(t.dst);
+                }
+                assert!(sent.iter().all(|&s| s == nh - 1), "H={nh} f={f}: {sent:?}");
+                let depth = {
+                    let (mut d, mut p) = (0, 1);
+                    while p < nh {
+                        p *= f;
+                        d += 1;
+                    }
+                    d
+                };
+                let most = if f >= nh { nh - 1 } else { (f - 1) * depth };
+                assert!(peers.iter().all(|p| p.len() <= most), "H={nh} f={f}");
+            }
+        }
     }
 
     /// The ordering rules of docs/algorithms.md: per chunk, rail transfers

@@ -286,6 +286,14 @@ pub fn check_request(topo: &Topology, o: &SynthOptions) -> Result<(), SynthError
     if n == 0 {
         return bad("the topology has no GPUs".into());
     }
+    if n > msccl::MAX_SUBS {
+        return bad(format!(
+            "the topology has {n} GPUs; an MSCCL XML file holds at most {} <gpu> elements (the runtimes' parser keeps {} children per element and does not check past that), so the largest rank count any schedule can serve is {}",
+            msccl::MAX_SUBS,
+            msccl::MAX_SUBS,
+            msccl::MAX_SUBS
+        ));
+    }
     if o.chunks == Some(0) {
         return bad("--chunks must be at least 1".into());
     }

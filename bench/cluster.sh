@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Cluster scale: `rscc synth -o DIR/` (auto) on rail-optimised DGX-H100 and
+# DGX-A100 fabrics of H hosts, and `--algo ring` beside it (the flat-ring
+# reference). Prints bound % per size (each size scored with the file that
+# serves it), the simulated time at 1 KiB, synthesis time, peak RSS and the
+# size of the files written; writes JSON.
+#
+#   bench/cluster.sh [RSCC_BIN] [OUT.json]     # HOSTS="4 32 64" KINDS=dgx-h100
+#
+# docs/benchmarks.md "Cluster scale" has the figures.
+set -euo pipefail
+bin=${1:-target/release/rscc}
+out=${2:-bench/results/cluster.json}
+hosts=${HOSTS:-4 32 64 128}
+kinds=${KINDS:-dgx-h100 dgx-a100}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$(dirname "$out")"
+: > "$tmp/rows"
+for kind in $kinds; do
+  for h in $hosts; do
+    topo="$tmp/$kind-$h.json"
+    "$bin" topo generate "$kind" --hosts "$h" -o "$topo" 2> /dev/null
+    for algo in auto ring; do
+      rm -rf "$tmp/dir"
+      args=(synth --topo "$topo" -o "$tmp/dir/")
+      [ "$algo" = auto ] || args+=(--algo "$algo")
+      /usr/bin/time -f "%e %M" -o "$tmp/time" timeout 1800 "$bin" "${args[@]}" > "$tmp/log" 2>&1 || true
+      read -r secs rss < "$tmp/time" || { secs=-1; rss=0; }
+      cells=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {printf "%s:%s:%s ", $1, $4, $2}' "$tmp/log")
+      bytes=$(du -sb "$tmp/dir" 2> /dev/null | cut -f1 || echo 0)
+      algos=$(grep -o '^[^ ]*\.xml: [a-z0-9-]*' "$tmp/log" | awk '{print $2}' | sort -u | paste -sd, -)
+      echo "$kind $h $algo $secs $rss ${bytes:-0} ${algos:--} $cells" >> "$tmp/rows"
+    done
+  done
+done
+python3 - "$tmp/rows" "$out" <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    kind, h, algo, secs, rss, nbytes, algos, *cells = line.split()
+    sizes = {}
+    for c in cells:
+        s, pct, t = c.split(":")
+        sizes[s] = {"bound_pct": None if pct == "-" else float(pct), "time_us": float(t)}
+    rows.append({"kind": kind, "hosts": int(h), "gpus": None, "algo": algo, "synth_s": float(secs),
+                 "peak_rss_mb": int(rss) // 1024, "bytes_written": int(nbytes), "algorithms": algos,
+                 "sizes": sizes})
+cols = [("1024", "1 KiB"), ("1048576", "1 MiB"), ("16777216", "16 MiB"), ("1073741824", "1 GiB")]
+print("| fabric | hosts | algo | 1 KiB µs | " + " | ".join(n + " %" for _, n in cols[1:]) + " | synth s | RSS MB | MB written | picked |")
+print("|---|---|---|---|" + "---|" * (len(cols) - 1) + "---|---|---|---|")
+for r in rows:
+    sz = r["sizes"]
+    t1k = sz.get("1024", {}).get("time_us")
+    cell = lambda s: "-" if sz.get(s, {}).get("bound_pct") is None else f"{sz[s]['bound_pct']:.1f}"
+    print(f"| {r['kind']} | {r['hosts']} | {r['algo']} | {'-' if t1k is None else f'{t1k:.1f}'} | "
+          + " | ".join(cell(s) for s, _ in cols[1:])
+          + f" | {r['synth_s']:.1f} | {r['peak_rss_mb']} | {r['bytes_written'] / 1e6:.1f} | {r['algorithms']} |")
+json.dump(rows, open(sys.argv[2], "w"), indent=1)
+PY
