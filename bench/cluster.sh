@@ -22,14 +22,18 @@ for kind in $kinds; do
     topo="$tmp/$kind-$h.json"
     "$bin" topo generate "$kind" --hosts "$h" -o "$topo" 2> /dev/null
     for algo in auto ring; do
-      rm -rf "$tmp/dir"
-      args=(synth --topo "$topo" -o "$tmp/dir/")
-      [ "$algo" = auto ] || args+=(--algo "$algo")
+      rm -rf "$tmp/dir" "$tmp/one.xml"
+      # auto writes a file per size band; a single algorithm one file.
+      if [ "$algo" = auto ]; then
+        dest="$tmp/dir"; args=(synth --topo "$topo" -o "$tmp/dir/")
+      else
+        dest="$tmp/one.xml"; args=(synth --topo "$topo" --algo "$algo" -o "$dest")
+      fi
       /usr/bin/time -f "%e %M" -o "$tmp/time" timeout 1800 "$bin" "${args[@]}" > "$tmp/log" 2>&1 || true
       read -r secs rss < "$tmp/time" || { secs=-1; rss=0; }
       cells=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {printf "%s:%s:%s ", $1, $4, $2}' "$tmp/log")
-      bytes=$(du -sb "$tmp/dir" 2> /dev/null | cut -f1 || echo 0)
-      algos=$(grep -o '^[^ ]*\.xml: [a-z0-9-]*' "$tmp/log" | awk '{print $2}' | sort -u | paste -sd, -)
+      bytes=$(du -sb "$dest" 2> /dev/null | cut -f1) || bytes=0
+      algos=$({ grep -o '^[^ ]*\.xml: [a-z0-9-]*' "$tmp/log" || true; } | awk '{print $2}' | sort -u | paste -sd, -)
       echo "$kind $h $algo $secs $rss ${bytes:-0} ${algos:--} $cells" >> "$tmp/rows"
     done
   done

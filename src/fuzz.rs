@@ -200,19 +200,9 @@ fn parse_program(data: &[u8]) -> Option<Program> {
 /// every runtime's file name and log take) and an absent `maxBytes`
 /// (written as the runtime's default).
 fn comparable(p: &Program) -> Program {
-    let mut p = p.clone();
+    let mut p = p.positionless();
     p.name.clear();
     p.max_bytes = Some(p.runtime.written_max_bytes(p.max_bytes));
-    for g in &mut p.gpus {
-        g.line = 0;
-        for t in &mut g.tbs {
-            t.line = 0;
-            for (pos, s) in t.steps.iter_mut().enumerate() {
-                s.line = 0;
-                s.s = pos as i64;
-            }
-        }
-    }
     p
 }
 
@@ -237,9 +227,11 @@ fn verify_target(data: &[u8]) {
     if let Ok(rep) = &verdict {
         assert_eq!(rep.ranks, p.gpus.len());
         // A verified program simulates on any machine with its ranks.
-        let topo = ring(p.ngpus as usize);
-        if let Err(e) = crate::sim::simulate(&p, &topo, 1 << 20, &Default::default()) {
-            panic!("verified, but the simulator refuses: {e}");
+        if p.ngpus >= 2 {
+            let topo = ring(p.ngpus as usize);
+            if let Err(e) = crate::sim::simulate(&p, &topo, 1 << 20, &Default::default()) {
+                panic!("verified, but the simulator refuses: {e}");
+            }
         }
     }
     // Both runtimes' judgements exist and the structural phase agrees with
@@ -319,24 +311,11 @@ fn execute(p: &Program, inplace: bool, timeout: Duration) -> Result<bool, crate:
     Ok(r.rows.iter().all(|x| x.wrong == Some(0)))
 }
 
-/// A bidirectional ring of `n` GPUs: routes between all pairs.
+/// A ring of `n` ≥ 2 GPUs (the generator's): routes between all pairs.
 fn ring(n: usize) -> crate::ir::Topology {
-    let nodes: Vec<String> = (0..n)
-        .map(|r| format!(r#"{{"id":"g{r}","kind":"gpu","rank":{r}}}"#))
-        .collect();
-    let links: Vec<String> = (0..n)
-        .take(if n <= 2 { n - 1 } else { n })
-        .map(|i| {
-            format!(
-                r#"{{"from":"g{i}","to":"g{}","bw_gbps":25,"alpha_us":1,"kind":"nvlink"}}"#,
-                (i + 1) % n
-            )
-        })
-        .collect();
-    let text = format!(
-        r#"{{"name":"ring","nodes":[{}],"links":[{}]}}"#,
-        nodes.join(","),
-        links.join(",")
-    );
-    topo_json::parse(&text, "ring").expect("a ring topology")
+    let params = crate::front::generate::GenParams {
+        gpus: Some(n),
+        ..Default::default()
+    };
+    crate::front::generate::generate("ring", &params).expect("a ring topology")
 }

@@ -349,6 +349,23 @@ impl Program {
             .iter()
             .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
     }
+    /// This program without what only its file position decides: source
+    /// lines, and `s` attributes (the runtime uses a step's position, and
+    /// the writer writes the position).
+    pub fn positionless(&self) -> Program {
+        let mut p = self.clone();
+        for g in &mut p.gpus {
+            g.line = 0;
+            for t in &mut g.tbs {
+                t.line = 0;
+                for (i, s) in t.steps.iter_mut().enumerate() {
+                    s.line = 0;
+                    s.s = i as i64;
+                }
+            }
+        }
+        p
+    }
     pub fn num_steps(&self) -> usize {
         self.gpus
             .iter()
