@@ -180,7 +180,7 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
 
 /// The hierarchical algorithm whose rail phase, per shard, is the
 /// radix-`radix` tree over the hosts rooted at the owner's host (see
-/// [`rail_parent`]; radix ≥ H is the star). Every tree has H − 1 edges per
+/// `rail_parent`; radix ≥ H is the star). Every tree has H − 1 edges per
 /// shard and, over all shards, every host sends and receives H − 1 partial
 /// sums per rail: each shape moves what the star moves; they differ in
 /// depth (α rounds) and in rail peers per GPU (threadblocks).
