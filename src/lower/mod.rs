@@ -276,7 +276,7 @@ fn lower_with_window(
 /// windows' transfers share the links with the first window's and delay
 /// what the next phase needs first (on 128 × DGX-H100 the rail sends
 /// waited for the whole intra-host phase: 71 % of the bound at 1 GiB
-/// instead of 98 %). Data edges only go to later steps, so later windows,
+/// instead of 99 %). Data edges only go to later steps, so later windows,
 /// and these edges keep the dependency order acyclic. A first step that
 /// already waits on something gets a `nop` in front that carries the
 /// window edge (MSCCL's one dependency per step).
