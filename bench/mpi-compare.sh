@@ -1,75 +1,100 @@
 #!/usr/bin/env bash
-# Side-by-side: Open MPI's MPI_Reduce_scatter_block (float32, sum) vs
-# `rscc run` (CPU executor) with the ring schedule, N = 2, 4, 8 ranks on this
-# machine, per-rank sizes 64 KiB, 1 MiB, 16 MiB, 128 MiB.
+# Side by side on this machine, float32 sum reduce-scatter: Open MPI's and
+# MPICH's MPI_Reduce_scatter_block (bench/mpi_rs.c, one process per rank)
+# against `rscc run` (the CPU executor, all ranks in one process, its
+# threadblocks as tasks on one worker thread per core) with two schedules:
+# the built-in ring and the schedule synthesis picks for the cpu-shm
+# topology of N ranks (`rscc topo generate cpu-shm --gpus N`, the
+# generator of topologies/cpu-shm.json, then `rscc run --topo`). N = 2, 4,
+# 8 and 16 ranks (16 oversubscribes a small machine's cores for MPI; rscc's
+# pool stays at one worker per core).
 #
 # Usage: bench/mpi-compare.sh [OUT.json]     (from the repository root)
-# Env:   RANKS="2 4 8"  SIZES="65536 1048576 16777216 134217728"
-#        SKIP_INSTALL=1 (Open MPI already installed)
+# Env:   RANKS="2 4 8 16"  SIZES="4096 65536 1048576 16777216 268435456"
+#        SKIP_INSTALL=1 (both MPIs already installed)
 #
-# rscc's schedule is the built-in ring (`rscc run --builtin ring --ranks N`,
-# the same Program as reference/msccl-xml.md §7.1 for N ranks): on a
-# fully connected shared-memory machine it moves the minimum memory
-# traffic, (N+1)·S per call, because partial sums travel through
-# cache-resident FIFOs. Times are nccl-tests' (mean per call); the rscc
-# run also measures memory bandwidth B (STREAM-like a += b) in the same
-# process, and %roof = (N+1)·S / t / B.
+# Times are nccl-tests' (mean per call; MPI: max over ranks). Each rscc run
+# also measures memory bandwidth B (STREAM-like a += b on every core) in
+# the same process; %roof = (N+1)·S / t / B, the minimum memory traffic of
+# a reduce-scatter (read every input once, write every output once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench/results/mpi-compare.json}
-RANKS=${RANKS:-"2 4 8"}
-SIZES=${SIZES:-"65536 1048576 16777216 134217728"}
+RANKS=${RANKS:-"2 4 8 16"}
+SIZES=${SIZES:-"4096 65536 1048576 16777216 268435456"}
 mkdir -p "$(dirname "$OUT")" target/bench
 
-if [ -z "${SKIP_INSTALL:-}" ] && ! command -v mpicc >/dev/null; then
+if [ -z "${SKIP_INSTALL:-}" ] && ! { command -v mpicc.openmpi && command -v mpicc.mpich; } >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
+    $SUDO apt-get install -y -qq openmpi-bin libopenmpi-dev mpich libmpich-dev >/dev/null
 fi
-mpicc -O2 -o target/bench/mpi_rs bench/mpi_rs.c
+mpicc.openmpi -O2 -o target/bench/mpi_rs_openmpi bench/mpi_rs.c
+mpicc.mpich -O2 -o target/bench/mpi_rs_mpich bench/mpi_rs.c
 cargo build --release -q
 RSCC=target/release/rscc
+OMPI_VER=$(mpirun.openmpi --version 2>&1 | head -1)
+MPICH_VER=$(mpichversion 2>/dev/null | sed -n 's/^MPICH Version:[[:space:]]*//p' | head -1)
 
 iters_for() { # size -> "iters warmup"
-    if [ "$1" -le 1048576 ]; then echo "50 5"; elif [ "$1" -le 16777216 ]; then echo "10 2"; else echo "3 1"; fi
+    if [ "$1" -le 1048576 ]; then echo "50 5"; elif [ "$1" -le 16777216 ]; then echo "10 2"; else echo "2 1"; fi
 }
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 for n in $RANKS; do
+    "$RSCC" topo generate cpu-shm --gpus "$n" -o "$TMP/shm$n.json" >/dev/null
     for s in $SIZES; do
         read -r it wu < <(iters_for "$s")
-        mpirun --oversubscribe --allow-run-as-root -np "$n" target/bench/mpi_rs "$s" "$it" "$wu" \
-            > "$TMP/mpi_${n}_${s}.txt"
+        mpirun.openmpi --oversubscribe --allow-run-as-root -np "$n" target/bench/mpi_rs_openmpi "$s" "$it" "$wu" \
+            > "$TMP/ompi_${n}_${s}.txt"
+        mpirun.mpich -np "$n" target/bench/mpi_rs_mpich "$s" "$it" "$wu" > "$TMP/mpich_${n}_${s}.txt"
         "$RSCC" run --builtin ring --ranks "$n" --sizes "$s" --iters "$it" --warmup "$wu" \
-            --check --json > "$TMP/rscc_${n}_${s}.json"
+            --check --json > "$TMP/ring_${n}_${s}.json"
+        "$RSCC" run --topo "$TMP/shm$n.json" --op reduce-scatter --sizes "$s" \
+            --iters "$it" --warmup "$wu" --check --json > "$TMP/synth_${n}_${s}.json"
     done
 done
 
-python3 - "$TMP" "$OUT" "$RANKS" "$SIZES" <<'PY'
-import json, sys
-tmp, out, ranks, sizes = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4].split()
-rows = []
+python3 - "$TMP" "$OUT" "$RANKS" "$SIZES" "$OMPI_VER" "$MPICH_VER" <<'PY'
+import json, sys, os
+tmp, out, ranks, sizes, ompi_ver, mpich_ver = sys.argv[1:7]
+ranks, sizes = ranks.split(), sizes.split()
 def human(b):
     b = int(b)
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
-print(f"| N | size/rank | MPI time (µs) | MPI busbw (GB/s) | rscc time (µs) | rscc busbw (GB/s) | rscc/MPI speed-up | mem BW B (GB/s) | rscc %roof | check |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+def mpi(kind, n, s):
+    m = open(f"{tmp}/{kind}_{n}_{s}.txt").read().split()
+    return float(m[2]), m[3]
+rows = []
+print(f"Open MPI: {ompi_ver}; MPICH: {mpich_ver}; cores: {os.cpu_count()}")
+print("| N | size/rank | Open MPI (µs) | MPICH (µs) | rscc ring (µs) | rscc synth (µs) | synth pick | rscc best vs best MPI | B (GB/s) | ring %roof | synth %roof | check |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in ranks:
     for s in sizes:
-        m = open(f"{tmp}/mpi_{n}_{s}.txt").read().split()
-        mpi_us = float(m[2])
-        r = json.load(open(f"{tmp}/rscc_{n}_{s}.json"))
-        row = r["rows"][0]
-        N = int(n); S = row["size_bytes"]
-        busbw = lambda t: S / (t * 1e-6) / 1e9 * (N - 1) / N
-        rec = dict(ranks=N, size_bytes=S, mpi_time_us=mpi_us, mpi_busbw_gbps=busbw(mpi_us), mpi_check=m[3],
-                   rscc_time_us=row["time_us"], rscc_busbw_gbps=row["busbw_gbps"], rscc_correct=row["correct"],
-                   speedup=mpi_us / row["time_us"], membw_gbps=r["membw_gbps"], rscc_roof_frac=row["membw_frac"])
+        N = int(n)
+        ompi_us, ompi_ok = mpi("ompi", n, s)
+        mpich_us, mpich_ok = mpi("mpich", n, s)
+        ring = json.load(open(f"{tmp}/ring_{n}_{s}.json"))
+        syn = json.load(open(f"{tmp}/synth_{n}_{s}.json"))
+        rr, sr = ring["rows"][0], syn["rows"][0]
+        S = rr["size_bytes"]
+        best_mpi = min(ompi_us, mpich_us)
+        best_rscc = min(rr["time_us"], sr["time_us"])
+        rec = dict(ranks=N, size_bytes=S,
+                   openmpi_time_us=ompi_us, openmpi_check=ompi_ok,
+                   mpich_time_us=mpich_us, mpich_check=mpich_ok,
+                   ring_time_us=rr["time_us"], ring_correct=rr["correct"], ring_roof_frac=rr["membw_frac"],
+                   ring_membw_gbps=ring["membw_gbps"],
+                   synth_name=syn["name"], synth_time_us=sr["time_us"], synth_correct=sr["correct"],
+                   synth_roof_frac=sr["membw_frac"], synth_size_bytes=sr["size_bytes"],
+                   speedup_vs_best_mpi=best_mpi / best_rscc, workers=ring["threads"])
         rows.append(rec)
-        print(f"| {N} | {human(S)} | {mpi_us:.1f} | {rec['mpi_busbw_gbps']:.2f} | {row['time_us']:.1f} | {row['busbw_gbps']:.2f} | "
-              f"{rec['speedup']:.2f}× | {r['membw_gbps']:.1f} | {100*row['membw_frac']:.0f}% | MPI {m[3]}, rscc {'ok' if row['correct'] else 'WRONG'} |")
-json.dump(rows, open(out, "w"), indent=2)
+        ok = all([ompi_ok == "ok", mpich_ok == "ok", rr["correct"], sr["correct"]])
+        print(f"| {N} | {human(S)} | {ompi_us:.1f} | {mpich_us:.1f} | {rr['time_us']:.1f} | {sr['time_us']:.1f} | "
+              f"{syn['name']} | {rec['speedup_vs_best_mpi']:.2f}× | {ring['membw_gbps']:.1f} | "
+              f"{100*rr['membw_frac']:.0f}% | {100*sr['membw_frac']:.0f}% | {'ok' if ok else 'WRONG'} |")
+json.dump(dict(openmpi=ompi_ver, mpich=mpich_ver, cores=os.cpu_count(), rows=rows), open(out, "w"), indent=2)
 print(f"\nwrote {out}")
 PY

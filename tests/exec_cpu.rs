@@ -23,6 +23,7 @@ fn opts(dtype: DType, redop: RedOp, sizes: Vec<u64>) -> RunOptions {
         fifo_slots: 2,
         stall_timeout: Duration::from_secs(5),
         membw_bytes: 0,
+        workers: 0,
     }
 }
 
@@ -487,4 +488,54 @@ fn small_band_runs_up_to_its_max_bytes_with_any_tile() {
     let mut o = opts(DType::F32, RedOp::Sum, vec![16 << 10]);
     o.tile_bytes = 512;
     assert_correct(&p, &o);
+}
+
+/// Threadblocks are tasks on a pool of workers: any pool size, from one
+/// worker for every threadblock of every rank to more workers than there
+/// are cores, runs every step kind (`s r rcs rrs rrc rrcs cpy re nop`,
+/// multi-chunk steps, dependencies, scratch) to the right result, and a
+/// stalled schedule is reported whatever the pool.
+#[test]
+fn worker_pools_of_any_size_run_every_step_kind_and_report_stalls() {
+    let topo = rscc::front::load_topology(std::path::Path::new("topologies/cpu-shm.json")).unwrap();
+    let direct = rscc::compile::compile(
+        &topo,
+        &rscc::compile::CompileOptions::algo(rscc::synth::Algo::Direct, None),
+    )
+    .expect("direct applies to cpu-shm")
+    .program;
+    assert!(direct.gpus.iter().map(|g| g.tbs.len()).sum::<usize>() >= 100);
+    let progs = [
+        builtin::ring(5, 1),
+        builtin::allpairs(3),
+        relay_ring(4),
+        direct,
+    ];
+    for workers in [1usize, 2, 3, 7] {
+        for p in &progs {
+            let c = p.nchunksperloop as u64;
+            let mut o = opts(DType::F32, RedOp::Sum, vec![c * 4 * 37, c * 4]);
+            o.workers = workers;
+            o.iters = 3;
+            assert_correct(p, &o);
+            let rep = run_program(p, &o).unwrap();
+            let tbs: usize = p.gpus.iter().map(|g| g.tbs.len()).sum();
+            assert_eq!(rep.threads, workers.min(tbs), "{}", p.name);
+            assert_eq!(rep.threadblocks, tbs);
+        }
+        let mut p = builtin::ring(4, 1);
+        for g in &mut p.gpus {
+            let st = &mut g.tbs[0].steps[0];
+            st.kind = StepKind::Recv;
+            st.dstbuf = Buf::Output;
+            st.dstoff = 0;
+        }
+        let mut o = opts(DType::F32, RedOp::Sum, vec![4 * 4 * 64]);
+        o.stall_timeout = Duration::from_millis(200);
+        o.workers = workers;
+        match run_program(&p, &o) {
+            Err(ExecError::Stalled(rep)) => assert_eq!(rep.waits.len(), 4, "{rep}"),
+            other => panic!("{workers} workers: expected a stall, got {other:?}"),
+        }
+    }
 }

@@ -141,3 +141,44 @@ fn unwritable_output_is_exit_2() {
         "{err}"
     );
 }
+
+/// Output into a pipe that closes early (`rscc topo show … | head`) ends
+/// the process quietly, by SIGPIPE as other tools do, not with a panic.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_the_output_without_a_panic() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let t = tmp("pipe.json");
+    let gen = rscc(&[
+        "topo",
+        "generate",
+        "dgx-h100",
+        "--hosts",
+        "64",
+        "-o",
+        t.to_str().unwrap(),
+    ]);
+    assert!(
+        gen.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gen.stderr)
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rscc"))
+        .args(["topo", "show", t.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run rscc");
+    // The table is far larger than a pipe's buffer: read one line, close.
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("topology"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(13), "{:?} {err}", out.status);
+}

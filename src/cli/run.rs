@@ -64,6 +64,10 @@ pub struct RunArgs {
     /// Watchdog: stop after this many ms without progress.
     #[arg(long, default_value_t = 2000)]
     pub stall_ms: u64,
+    /// CPU worker threads that run the threadblocks as tasks (0: one per
+    /// core).
+    #[arg(long, default_value_t = 0)]
+    pub workers: usize,
     /// Skip the memory-bandwidth measurement.
     #[arg(long)]
     pub no_membw: bool,
@@ -202,6 +206,7 @@ pub fn run_program_cli(
         fifo_slots: args.slots,
         stall_timeout: Duration::from_millis(args.stall_ms.max(10)),
         membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
+        workers: args.workers,
     };
     let rep = match backend_mode(args)? {
         None => exec::run_program(prog, &opts),
@@ -273,15 +278,16 @@ fn backend_mode(args: &RunArgs) -> Result<Option<exec::cuda::Mode>, CliError> {
 
 fn print_table(rep: &Report, backend: &str) {
     println!(
-        "# rscc run: {} on {}, {} ranks, {} {}, {}, tile {} B",
+        "# rscc run: {} on {}, {} ranks, {} threadblocks, {} {}, {}, tile {} B",
         rep.name,
         backend,
         rep.ranks,
+        rep.threadblocks,
         rep.threads,
         if backend == "cuda" {
             "threads per block"
         } else {
-            "threadblock threads"
+            "worker threads"
         },
         if rep.inplace {
             "in place"

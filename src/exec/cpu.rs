@@ -1,14 +1,17 @@
-//! The CPU engine: one OS thread per threadblock, all ranks in one process.
+//! The CPU engine: all ranks in one process, every threadblock a task on a
+//! pool of worker threads sized to the cores.
 //!
 //! - Every connection `(chan, from -> to)` is a single-producer
 //!   single-consumer ring of `fifo_slots` slots of one tile each; the k-th
 //!   send lands in slot k mod slots and pairs with the k-th receive.
 //! - Every threadblock has one progress flag `(work, tile, step)`, published
 //!   after steps with `hasdep="1"`; `depid`/`deps` waits read it.
-//! - Waiting spins briefly, then parks the thread (`std::thread::park`), and
-//!   the thread that changes the awaited state unparks it. Blocked
-//!   threadblocks therefore cost no CPU, which matters with hundreds of
-//!   threadblocks on a 2-core machine.
+//! - A threadblock is a resumable cursor (work, tile, step, call). Its
+//!   worker polls it: it runs steps until one cannot start (a FIFO end not
+//!   ready, a dependency or the stream-order gate not reached) and moves on
+//!   to its next threadblock, as MSCCL's persistent kernel does per warp.
+//!   A worker without progress spins briefly, then parks; whoever changes
+//!   state another worker's threadblock waits on wakes that worker.
 //! - The data path takes no locks: FIFO indices and flags are atomics with
 //!   acquire/release ordering; buffers are raw memory that the (verified)
 //!   schedule partitions between threadblocks.
@@ -21,7 +24,7 @@ use super::{ExecError, StallReport, TbWait};
 use crate::ir::spec::Alias;
 use crate::ir::{Buf, StepKind};
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -43,6 +46,8 @@ pub(crate) struct Geometry {
     pub fifo_slots: usize,
     pub inplace: bool,
     pub stall: Duration,
+    /// Worker threads (at most one per threadblock is used).
+    pub workers: usize,
 }
 
 impl Geometry {
@@ -102,13 +107,19 @@ struct Fifo<T> {
     consumer: Option<usize>,
 }
 
-const W_RUN: u64 = 0;
 const W_RECV: u64 = 1;
 const W_SEND: u64 = 2;
 const W_DEP: u64 = 3;
 const W_GATE: u64 = 4;
 const W_IDLE: u64 = 5;
 const W_DONE: u64 = 6;
+
+/// A worker spins over its threadblocks this long without progress before
+/// it parks.
+const SPIN: Duration = Duration::from_micros(100);
+/// A parked worker wakes at least this often (a lost wake-up would cost
+/// this much, never a hang).
+const PARK: Duration = Duration::from_millis(10);
 
 struct TbState {
     flag: Padded<AtomicU64>,
@@ -127,7 +138,14 @@ struct Shared<'a, T> {
     fifos: Vec<Fifo<T>>,
     tbs: Vec<TbState>,
     rank_done: Vec<Padded<AtomicU64>>,
-    threads: OnceLock<Vec<Thread>>,
+    /// The worker that runs each threadblock.
+    owner: Vec<usize>,
+    /// Per worker: it is about to park or parked (wake it on a change).
+    sleeping: Vec<Padded<AtomicBool>>,
+    workers: OnceLock<Vec<Thread>>,
+    /// While set, idle workers spin instead of parking (the coordinator
+    /// holds the pool awake to start a phase).
+    hold: AtomicBool,
     main: Thread,
     abort: AtomicBool,
     go: AtomicU64,
@@ -143,42 +161,59 @@ struct Shared<'a, T> {
 unsafe impl<T: Send> Sync for Shared<'_, T> {}
 unsafe impl<T: Send> Send for Shared<'_, T> {}
 
-struct Aborted;
+/// Where one threadblock is in its program. Owned by its worker; the
+/// shared state (`TbState`, FIFOs) is what other workers see.
+struct Cursor {
+    tb: usize,
+    /// The worker running it.
+    worker: usize,
+    phase: usize,
+    done_in_phase: u64,
+    work: u64,
+    tile: usize,
+    pos: usize,
+    /// Chunks of the current step already moved (multi-chunk steps make
+    /// several calls).
+    g: usize,
+    /// This work passed its stream-order gate.
+    gated: bool,
+    finished: bool,
+    /// The wait last written to `TbState` (stores only on a change).
+    shown: (u64, u64),
+}
+
+/// A FIFO end that is ready: the slot, its length (receive) and sequence.
+struct Ready<'f, T> {
+    fifo: &'f Fifo<T>,
+    ptr: *mut T,
+    len: usize,
+    seq: u64,
+}
 
 impl<T: Elem> Shared<'_, T> {
-    fn unpark(&self, tb: usize) {
-        if let Some(t) = self.threads.get().and_then(|v| v.get(tb)) {
-            t.unpark();
+    /// Wake the worker of threadblock `tb` if it is parking; `from` is the
+    /// caller's worker (awake by definition).
+    #[inline]
+    fn notify(&self, from: usize, tb: usize) {
+        let w = self.owner[tb];
+        if w == from {
+            return;
+        }
+        // Pairs with the fence in `Shared::worker` before it re-polls and
+        // parks: either it sees our store, or we see its flag.
+        fence(Ordering::SeqCst);
+        if self.sleeping[w].0.load(Ordering::Relaxed) {
+            if let Some(t) = self.workers.get().and_then(|v| v.get(w)) {
+                t.unpark();
+            }
         }
     }
 
-    /// Wait until `cond` holds; spin briefly, then park. Records what it
-    /// waits on for the watchdog.
-    #[inline]
-    fn wait(&self, me: usize, what: u64, pos: u64, cond: impl Fn() -> bool) -> Result<(), Aborted> {
-        if cond() {
-            return Ok(());
+    fn wake_all(&self) {
+        fence(Ordering::SeqCst);
+        for t in self.workers.get().into_iter().flatten() {
+            t.unpark();
         }
-        for _ in 0..200 {
-            std::hint::spin_loop();
-            if cond() {
-                return Ok(());
-            }
-        }
-        let st = &self.tbs[me];
-        st.pos.store(pos, Ordering::Relaxed);
-        st.wait.store(what, Ordering::SeqCst);
-        loop {
-            if cond() {
-                break;
-            }
-            if self.abort.load(Ordering::Relaxed) {
-                return Err(Aborted);
-            }
-            thread::park_timeout(Duration::from_millis(20));
-        }
-        st.wait.store(W_RUN, Ordering::Relaxed);
-        Ok(())
     }
 
     fn key(&self, work: u64, tile: u64, step: usize) -> u64 {
@@ -194,222 +229,264 @@ impl<T: Elem> Shared<'_, T> {
         unsafe { rb.ptr.add(off) }
     }
 
-    fn run_tb<O: Op<T>>(&self, me: usize, phases: &[u64]) -> Result<(), Aborted> {
-        let tb = &self.plan.tbs[me];
-        let r = tb.rank;
-        let ntbs_rank = self.plan.rank_tbs[r].len() as u64;
-        let mut tmp: Vec<T> = vec![T::default(); self.geo.tile];
-        let mut work: u64 = 0;
-        for (pi, &nworks) in phases.iter().enumerate() {
-            let phase = pi as u64 + 1;
-            self.wait(me, W_IDLE, work << 40, || {
-                self.go.load(Ordering::Acquire) >= phase
-            })?;
-            for _ in 0..nworks {
-                // NCCL stream order: this rank's previous work is complete.
-                let need = work * ntbs_rank;
-                let rd = &self.rank_done[r].0;
-                self.wait(me, W_GATE, work << 40, || {
-                    rd.load(Ordering::Acquire) >= need
-                })?;
-                self.run_work::<O>(me, work, &mut tmp)?;
-                if rd.fetch_add(1, Ordering::AcqRel) + 1 == (work + 1) * ntbs_rank {
-                    for &t in &self.plan.rank_tbs[r] {
-                        self.unpark(t);
-                    }
-                }
-                work += 1;
-            }
-            let st = &self.tbs[me];
-            st.end_ns
-                .store(self.base.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            st.progress.0.fetch_add(1, Ordering::Relaxed);
-            self.phase_done.fetch_add(1, Ordering::AcqRel);
-            self.main.unpark();
+    /// Record that `c` waits on `what` at `pos` (for the watchdog).
+    #[inline]
+    fn blocked(&self, c: &mut Cursor, what: u64, pos: u64) {
+        if c.shown != (what, pos) {
+            c.shown = (what, pos);
+            let st = &self.tbs[c.tb];
+            st.pos.store(pos, Ordering::Relaxed);
+            st.wait.store(what, Ordering::Relaxed);
         }
-        self.tbs[me].wait.store(W_DONE, Ordering::SeqCst);
-        Ok(())
     }
 
-    fn run_work<O: Op<T>>(&self, me: usize, work: u64, tmp: &mut [T]) -> Result<(), Aborted> {
-        let tb = &self.plan.tbs[me];
+    /// The threadblock's last work of a phase is done.
+    fn end_phase(&self, tb: usize) {
+        let st = &self.tbs[tb];
+        st.end_ns
+            .store(self.base.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        st.progress.0.fetch_add(1, Ordering::Relaxed);
+        self.phase_done.fetch_add(1, Ordering::AcqRel);
+        self.main.unpark();
+    }
+
+    /// Advance threadblock `c` as far as it can go without waiting.
+    /// Returns (made progress, finished every phase).
+    fn poll<O: Op<T>>(&self, c: &mut Cursor, phases: &[u64], tmp: &mut Vec<T>) -> (bool, bool) {
+        let tb = &self.plan.tbs[c.tb];
         let r = tb.rank;
+        let ntbs_rank = self.plan.rank_tbs[r].len() as u64;
         let geo = self.geo;
-        let st = &self.tbs[me];
-        let mac = geo.merge;
-        for tile in 0..geo.ntiles() {
-            let t0 = tile * geo.tile;
-            let len = geo.tile.min(geo.chunk - t0);
-            for (pos, step) in tb.steps.iter().enumerate() {
+        let ntiles = geo.ntiles();
+        let mut progressed = false;
+        loop {
+            if c.phase >= phases.len() {
+                self.blocked(c, W_DONE, c.work << 40);
+                return (progressed, true);
+            }
+            if !c.gated {
+                if self.go.load(Ordering::Acquire) < c.phase as u64 + 1 {
+                    self.blocked(c, W_IDLE, c.work << 40);
+                    return (progressed, false);
+                }
+                if c.done_in_phase == phases[c.phase] {
+                    self.end_phase(c.tb);
+                    c.phase += 1;
+                    c.done_in_phase = 0;
+                    progressed = true;
+                    continue;
+                }
+                // NCCL stream order: this rank's previous work is complete.
+                let need = c.work * ntbs_rank;
+                if self.rank_done[r].0.load(Ordering::Acquire) < need {
+                    self.blocked(c, W_GATE, c.work << 40);
+                    return (progressed, false);
+                }
+                c.gated = true;
+            }
+            if let Some(step) = tb.steps.get(c.pos) {
                 let where_ =
-                    (work << 40) | ((tile as u64 & 0xff_ffff) << 16) | (pos as u64 & 0xffff);
-                if let Some((d, ds)) = step.dep {
-                    let want = self.key(work, tile as u64, ds);
-                    let f = &self.tbs[d].flag.0;
-                    self.wait(me, W_DEP, where_, || f.load(Ordering::Acquire) >= want)?;
+                    (c.work << 40) | ((c.tile as u64 & 0xff_ffff) << 16) | (c.pos as u64 & 0xffff);
+                if c.g == 0 {
+                    if let Some((d, ds)) = step.dep {
+                        let want = self.key(c.work, c.tile as u64, ds);
+                        if self.tbs[d].flag.0.load(Ordering::Acquire) < want {
+                            self.blocked(c, W_DEP, where_);
+                            return (progressed, false);
+                        }
+                    }
                 }
-                // A step with cnt = k is ceil(k / mac) primitive calls per
-                // tile, each moving up to mac adjacent chunks as one range
-                // (plan::tile_and_merge); mac >= 2 only when there is a
-                // single tile.
-                let mut g = 0;
-                while g < step.cnt {
-                    let m = mac.min(step.cnt - g);
+                // A step with cnt = k is ceil(k / merge) primitive calls
+                // per tile, each moving up to `merge` adjacent chunks as
+                // one range (plan::tile_and_merge); merge >= 2 only when
+                // there is a single tile.
+                if c.g < step.cnt {
+                    let t0 = c.tile * geo.tile;
+                    let len = geo.tile.min(geo.chunk - t0);
+                    let m = geo.merge.min(step.cnt - c.g);
                     let n = if m > 1 { m * geo.chunk } else { len };
-                    let src = self.range(r, step.src.0, step.src.1 + g, t0, n);
-                    let dst = self.range(r, step.dst.0, step.dst.1 + g, t0, n);
-                    self.exec_step::<O>(me, step.kind, src, dst, n, where_, tmp)?;
-                    g += m;
+                    let src = self.range(r, step.src.0, step.src.1 + c.g, t0, n);
+                    let dst = self.range(r, step.dst.0, step.dst.1 + c.g, t0, n);
+                    if let Err(what) = self.try_step::<O>(c, step.kind, src, dst, n, tmp) {
+                        self.blocked(c, what, where_);
+                        return (progressed, false);
+                    }
+                    progressed = true;
+                    c.g += m;
+                    if c.g < step.cnt {
+                        continue;
+                    }
                 }
+                c.g = 0;
+                let st = &self.tbs[c.tb];
                 if step.publish {
                     st.flag
                         .0
-                        .store(self.key(work, tile as u64, pos), Ordering::Release);
+                        .store(self.key(c.work, c.tile as u64, c.pos), Ordering::Release);
                     for &w in &tb.waiters {
-                        self.unpark(w);
+                        self.notify(c.worker, w);
                     }
                 }
                 st.progress.0.fetch_add(1, Ordering::Relaxed);
+                progressed = true;
+                c.pos += 1;
+                if c.pos < tb.steps.len() {
+                    continue;
+                }
+                c.pos = 0;
+                c.tile += 1;
+                if c.tile < ntiles {
+                    continue;
+                }
+                c.tile = 0;
             }
+            // The work is done on every tile.
+            let rd = &self.rank_done[r].0;
+            if rd.fetch_add(1, Ordering::AcqRel) + 1 == (c.work + 1) * ntbs_rank {
+                for &t in &self.plan.rank_tbs[r] {
+                    self.notify(c.worker, t);
+                }
+            }
+            c.work += 1;
+            c.done_in_phase += 1;
+            c.gated = false;
+            progressed = true;
         }
-        Ok(())
     }
 
-    /// Wait for a full slot of the receive FIFO; returns (slot ptr, len, seq).
-    fn recv_begin(
-        &self,
-        me: usize,
-        where_: u64,
-    ) -> Result<(&Fifo<T>, *const T, usize, u64), Aborted> {
-        let fi = self.plan.tbs[me].recv_fifo.unwrap_or(usize::MAX);
-        let Some(f) = self.fifos.get(fi) else {
-            return Err(Aborted);
-        };
+    /// The receive FIFO's oldest full slot, if any.
+    fn recv_ready(&self, tb: usize) -> Option<Ready<'_, T>> {
+        let f = self.fifos.get(self.plan.tbs[tb].recv_fifo?)?;
         let h = f.head.0.load(Ordering::Relaxed);
-        self.wait(me, W_RECV, where_, || f.tail.0.load(Ordering::Acquire) > h)?;
+        if f.tail.0.load(Ordering::Acquire) <= h {
+            return None;
+        }
         let slot = &f.slots[(h % f.slots.len() as u64) as usize];
         // SAFETY: the producer published this slot (tail > h, acquire) and
         // will not touch it until we advance head.
-        let (p, n) = unsafe { ((*slot.data.get()).as_ptr(), *slot.len.get()) };
-        Ok((f, p, n, h))
+        let (p, n) = unsafe { ((*slot.data.get()).as_mut_ptr(), *slot.len.get()) };
+        Some(Ready {
+            fifo: f,
+            ptr: p,
+            len: n,
+            seq: h,
+        })
     }
 
-    fn recv_end(&self, f: &Fifo<T>, h: u64) {
-        f.head.0.store(h + 1, Ordering::Release);
-        if let Some(p) = f.producer {
-            self.unpark(p);
+    fn recv_done(&self, c: &Cursor, r: Ready<'_, T>) {
+        r.fifo.head.0.store(r.seq + 1, Ordering::Release);
+        if let Some(p) = r.fifo.producer {
+            self.notify(c.worker, p);
         }
     }
 
-    fn send_begin(&self, me: usize, where_: u64) -> Result<(&Fifo<T>, *mut T, u64), Aborted> {
-        let fi = self.plan.tbs[me].send_fifo.unwrap_or(usize::MAX);
-        let Some(f) = self.fifos.get(fi) else {
-            return Err(Aborted);
-        };
+    /// The send FIFO's next free slot, if any.
+    fn send_ready(&self, tb: usize) -> Option<Ready<'_, T>> {
+        let f = self.fifos.get(self.plan.tbs[tb].send_fifo?)?;
         let t = f.tail.0.load(Ordering::Relaxed);
         let cap = f.slots.len() as u64;
-        self.wait(me, W_SEND, where_, || {
-            t - f.head.0.load(Ordering::Acquire) < cap
-        })?;
+        if t - f.head.0.load(Ordering::Acquire) >= cap {
+            return None;
+        }
         let slot = &f.slots[(t % cap) as usize];
         // SAFETY: the consumer released this slot (head > t - cap, acquire).
         let p = unsafe { (*slot.data.get()).as_mut_ptr() };
-        Ok((f, p, t))
+        Some(Ready {
+            fifo: f,
+            ptr: p,
+            len: 0,
+            seq: t,
+        })
     }
 
-    fn send_end(&self, f: &Fifo<T>, t: u64, len: usize) {
-        let slot = &f.slots[(t % f.slots.len() as u64) as usize];
+    fn send_done(&self, c: &Cursor, s: Ready<'_, T>, len: usize) {
+        let slot = &s.fifo.slots[(s.seq % s.fifo.slots.len() as u64) as usize];
         // SAFETY: we own the slot until tail is advanced.
         unsafe { *slot.len.get() = len };
-        f.tail.0.store(t + 1, Ordering::Release);
-        if let Some(c) = f.consumer {
-            self.unpark(c);
+        s.fifo.tail.0.store(s.seq + 1, Ordering::Release);
+        if let Some(k) = s.fifo.consumer {
+            self.notify(c.worker, k);
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn exec_step<O: Op<T>>(
+    /// One primitive call, if both FIFO ends it needs are ready; else what
+    /// it waits for (W_RECV before W_SEND). A receive-then-send step thus
+    /// leaves its incoming slot full while the outgoing one is not free,
+    /// as the GPU primitive holds it.
+    fn try_step<O: Op<T>>(
         &self,
-        me: usize,
+        c: &Cursor,
         kind: StepKind,
         src: *mut T,
         dst: *mut T,
         len: usize,
-        where_: u64,
-        tmp: &mut [T],
-    ) -> Result<(), Aborted> {
+        tmp: &mut Vec<T>,
+    ) -> Result<(), u64> {
         use std::slice::{from_raw_parts, from_raw_parts_mut};
-        // SAFETY (whole function): src/dst point at `len` in-bounds elements
+        let me = c.tb;
+        let inp = if kind.recvs() {
+            Some(self.recv_ready(me).ok_or(W_RECV)?)
+        } else {
+            None
+        };
+        let out = if kind.sends() {
+            Some(self.send_ready(me).ok_or(W_SEND)?)
+        } else {
+            None
+        };
+        let m = inp.as_ref().map_or(len, |i| len.min(i.len));
+        let mut scratch = |n: usize| -> *mut T {
+            if tmp.len() < n {
+                tmp.resize(n, T::default());
+            }
+            tmp.as_mut_ptr()
+        };
+        // SAFETY (whole block): src/dst point at `len` in-bounds elements
         // (plan::build); slots hold `tile >= len` elements; slices over the
         // same memory are never alive at the same time (aliasing cases are
         // handled explicitly below).
         unsafe {
+            let i = inp.as_ref().map_or(std::ptr::null_mut(), |r| r.ptr);
+            let o = out.as_ref().map_or(std::ptr::null_mut(), |r| r.ptr);
             match kind {
                 StepKind::Nop => {}
-                StepKind::Send => {
-                    let (f, out, t) = self.send_begin(me, where_)?;
-                    std::ptr::copy_nonoverlapping(src, out, len);
-                    self.send_end(f, t, len);
-                }
-                StepKind::Recv => {
-                    let (f, inp, n, h) = self.recv_begin(me, where_)?;
-                    std::ptr::copy_nonoverlapping(inp, dst, len.min(n));
-                    self.recv_end(f, h);
-                }
+                StepKind::Send => std::ptr::copy_nonoverlapping(src, o, m),
+                StepKind::Recv => std::ptr::copy_nonoverlapping(i, dst, m),
                 StepKind::RecvCopySend => {
-                    let (fi, inp, n, h) = self.recv_begin(me, where_)?;
-                    let (fo, out, t) = self.send_begin(me, where_)?;
-                    let m = len.min(n);
-                    std::ptr::copy_nonoverlapping(inp, dst, m);
-                    std::ptr::copy_nonoverlapping(inp, out, m);
-                    self.send_end(fo, t, m);
-                    self.recv_end(fi, h);
+                    std::ptr::copy_nonoverlapping(i, dst, m);
+                    std::ptr::copy_nonoverlapping(i, o, m);
                 }
-                StepKind::RecvReduceSend => {
-                    let (fi, inp, n, h) = self.recv_begin(me, where_)?;
-                    let (fo, out, t) = self.send_begin(me, where_)?;
-                    let m = len.min(n);
-                    reduce3::<T, O>(
-                        from_raw_parts_mut(out, m),
-                        from_raw_parts(inp, m),
-                        from_raw_parts(src, m),
-                    );
-                    self.send_end(fo, t, m);
-                    self.recv_end(fi, h);
-                }
+                StepKind::RecvReduceSend => reduce3::<T, O>(
+                    from_raw_parts_mut(o, m),
+                    from_raw_parts(i, m),
+                    from_raw_parts(src, m),
+                ),
                 StepKind::RecvReduceCopySend => {
-                    let (fi, inp, n, h) = self.recv_begin(me, where_)?;
-                    let (fo, out, t) = self.send_begin(me, where_)?;
-                    let m = len.min(n);
                     reduce3::<T, O>(
-                        from_raw_parts_mut(out, m),
-                        from_raw_parts(inp, m),
+                        from_raw_parts_mut(o, m),
+                        from_raw_parts(i, m),
                         from_raw_parts(src, m),
                     );
-                    std::ptr::copy_nonoverlapping(out, dst, m);
-                    self.send_end(fo, t, m);
-                    self.recv_end(fi, h);
+                    std::ptr::copy_nonoverlapping(o, dst, m);
                 }
                 StepKind::RecvReduceCopy => {
-                    let (fi, inp, n, h) = self.recv_begin(me, where_)?;
-                    let m = len.min(n);
                     if src == dst {
-                        reduce2::<T, O>(from_raw_parts_mut(dst, m), from_raw_parts(inp, m));
+                        reduce2::<T, O>(from_raw_parts_mut(dst, m), from_raw_parts(i, m));
                     } else if overlap(src, dst, m) {
-                        std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), m);
+                        let t = scratch(m);
+                        std::ptr::copy_nonoverlapping(src, t, m);
                         reduce3::<T, O>(
                             from_raw_parts_mut(dst, m),
-                            from_raw_parts(inp, m),
-                            &tmp[..m],
+                            from_raw_parts(i, m),
+                            from_raw_parts(t, m),
                         );
                     } else {
                         reduce3::<T, O>(
                             from_raw_parts_mut(dst, m),
-                            from_raw_parts(inp, m),
+                            from_raw_parts(i, m),
                             from_raw_parts(src, m),
                         );
                     }
-                    self.recv_end(fi, h);
                 }
                 StepKind::Copy => {
                     if src != dst {
@@ -420,16 +497,133 @@ impl<T: Elem> Shared<'_, T> {
                     if src == dst {
                         reduce_self::<T, O>(from_raw_parts_mut(dst, len));
                     } else if overlap(src, dst, len) {
-                        std::ptr::copy_nonoverlapping(src, tmp.as_mut_ptr(), len);
-                        reduce2::<T, O>(from_raw_parts_mut(dst, len), &tmp[..len]);
+                        let t = scratch(len);
+                        std::ptr::copy_nonoverlapping(src, t, len);
+                        reduce2::<T, O>(from_raw_parts_mut(dst, len), from_raw_parts(t, len));
                     } else {
                         reduce2::<T, O>(from_raw_parts_mut(dst, len), from_raw_parts(src, len));
                     }
                 }
             }
         }
+        if let Some(o) = out {
+            self.send_done(c, o, m);
+        }
+        if let Some(i) = inp {
+            self.recv_done(c, i);
+        }
         Ok(())
     }
+
+    /// One pass over the worker's threadblocks: (progress, all finished).
+    fn pass<O: Op<T>>(
+        &self,
+        curs: &mut [Cursor],
+        phases: &[u64],
+        tmp: &mut Vec<T>,
+    ) -> (bool, bool) {
+        let (mut progressed, mut all) = (false, true);
+        for c in curs.iter_mut().filter(|c| !c.finished) {
+            let (p, done) = self.poll::<O>(c, phases, tmp);
+            progressed |= p;
+            c.finished = done;
+            all &= done;
+        }
+        (progressed, all)
+    }
+
+    /// A worker: polls its threadblocks round-robin until all finished
+    /// every phase (or the run is aborted). Without progress it spins for
+    /// `SPIN`, then announces it sleeps, polls once more and parks; every
+    /// state change that can unblock one of its threadblocks wakes it.
+    fn worker<O: Op<T>>(&self, w: usize, mine: &[usize], phases: &[u64]) {
+        let mut curs: Vec<Cursor> = mine
+            .iter()
+            .map(|&tb| Cursor {
+                tb,
+                worker: w,
+                phase: 0,
+                done_in_phase: 0,
+                work: 0,
+                tile: 0,
+                pos: 0,
+                g: 0,
+                gated: false,
+                finished: false,
+                shown: (W_IDLE, 0),
+            })
+            .collect();
+        let mut tmp: Vec<T> = Vec::new();
+        let mut idle_since: Option<Instant> = None;
+        let mut passes = 0u32;
+        while !self.abort.load(Ordering::Relaxed) {
+            let (progressed, all) = self.pass::<O>(&mut curs, phases, &mut tmp);
+            if all {
+                return;
+            }
+            if progressed {
+                idle_since = None;
+                continue;
+            }
+            std::hint::spin_loop();
+            passes = passes.wrapping_add(1);
+            if !passes.is_multiple_of(16) {
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < SPIN || self.hold.load(Ordering::Relaxed) {
+                continue;
+            }
+            self.sleeping[w].0.store(true, Ordering::Relaxed);
+            fence(Ordering::SeqCst);
+            let (progressed, all) = self.pass::<O>(&mut curs, phases, &mut tmp);
+            if all {
+                return;
+            }
+            if !progressed {
+                thread::park_timeout(PARK);
+            }
+            self.sleeping[w].0.store(false, Ordering::Relaxed);
+            idle_since = None;
+        }
+    }
+}
+
+/// Bytes of memory traffic per call, (N+1)·S, that make one more worker
+/// pay: below it a second core costs more in cross-core hand-offs (cache
+/// lines of every FIFO and flag moving between cores) than it adds. On the
+/// 2-core development machine (docs/benchmarks.md "CPU executor") one
+/// worker runs 4 KiB per rank at N = 2 in 0.4 µs and two in 3.1 µs, while
+/// from 256 KiB per rank at N = 8 two workers are about twice as fast.
+pub(crate) const BYTES_PER_WORKER: usize = 256 << 10;
+
+/// Workers for a call that touches `bytes` of memory at least: one per
+/// `BYTES_PER_WORKER`, between 1 and `cores`.
+pub(crate) fn auto_workers(cores: usize, bytes: usize) -> usize {
+    (bytes / BYTES_PER_WORKER).clamp(1, cores.max(1))
+}
+
+/// Split threadblocks (in plan order: rank-major) into `w` contiguous runs
+/// of about equal weight, so that a rank's threadblocks and its neighbours'
+/// share a worker and its caches. Returns the worker of each threadblock;
+/// every worker gets at least one when there are enough.
+fn partition(weights: &[u64], w: usize) -> Vec<usize> {
+    let n = weights.len();
+    let w = w.clamp(1, n.max(1));
+    let total: u64 = weights.iter().sum::<u64>().max(1);
+    let mut owner = Vec::with_capacity(n);
+    let (mut k, mut cum) = (0usize, 0u64);
+    for (i, &x) in weights.iter().enumerate() {
+        // Move on when this worker has its share, or when the remaining
+        // threadblocks are just enough for the remaining workers.
+        let has = owner.last() == Some(&k);
+        if has && k + 1 < w && (cum * w as u64 >= total * (k as u64 + 1) || n - i <= w - 1 - k) {
+            k += 1;
+        }
+        owner.push(k);
+        cum += x;
+    }
+    owner
 }
 
 fn overlap<T>(a: *const T, b: *const T, len: usize) -> bool {
@@ -444,7 +638,7 @@ pub(crate) struct PhaseTimes {
 }
 
 /// Run `phases[k]` back-to-back works per phase on the given buffers;
-/// `between(k)` is called after phase k with all threads parked (e.g. to
+/// `between(k)` is called after phase k with every threadblock idle (e.g. to
 /// check results). Returns the wall time of each phase (release of the
 /// phase to the last threadblock finishing it).
 pub(crate) fn run<T: Elem, O: Op<T>>(
@@ -514,12 +708,26 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
             consumer: d.consumer,
         })
         .collect();
+    let ntbs = plan.tbs.len();
+    let weights: Vec<u64> = plan
+        .tbs
+        .iter()
+        .map(|tb| {
+            tb.steps
+                .iter()
+                .map(|s| s.cnt.max(1) as u64)
+                .sum::<u64>()
+                .max(1)
+        })
+        .collect();
+    let nworkers = geo.workers.clamp(1, ntbs.max(1));
+    let owner = partition(&weights, nworkers);
     let shared = Shared::<T> {
         plan,
         geo,
         bufs: raw,
         fifos,
-        tbs: (0..plan.tbs.len())
+        tbs: (0..ntbs)
             .map(|_| TbState {
                 flag: Padded(AtomicU64::new(0)),
                 progress: Padded(AtomicU64::new(0)),
@@ -529,7 +737,12 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
             })
             .collect(),
         rank_done: (0..n).map(|_| Padded(AtomicU64::new(0))).collect(),
-        threads: OnceLock::new(),
+        owner,
+        sleeping: (0..nworkers)
+            .map(|_| Padded(AtomicBool::new(false)))
+            .collect(),
+        workers: OnceLock::new(),
+        hold: AtomicBool::new(false),
         main: thread::current(),
         abort: AtomicBool::new(false),
         go: AtomicU64::new(0),
@@ -537,42 +750,52 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         base: Instant::now(),
         step_stride: plan.max_steps as u64 + 1,
     };
-    let ntbs = plan.tbs.len() as u64;
+    let mine: Vec<Vec<usize>> = (0..nworkers)
+        .map(|w| (0..ntbs).filter(|&t| shared.owner[t] == w).collect())
+        .collect();
     let mut secs = Vec::new();
     let mut stall: Option<StallReport> = None;
     let mut spawn_err: Option<String> = None;
     thread::scope(|s| {
         let sh = &shared;
         let mut handles = Vec::new();
-        for me in 0..plan.tbs.len() {
+        for (w, tbs) in mine.iter().enumerate() {
             let b = thread::Builder::new()
-                .name(format!("r{}tb{}", plan.tbs[me].rank, plan.tbs[me].id))
+                .name(format!("rscc-worker{w}"))
                 .stack_size(256 << 10);
-            match b.spawn_scoped(s, move || sh.run_tb::<O>(me, phases)) {
+            match b.spawn_scoped(s, move || sh.worker::<O>(w, tbs, phases)) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    spawn_err = Some(format!("cannot start threadblock thread: {e}"));
+                    spawn_err = Some(format!("cannot start a worker thread: {e}"));
                     break;
                 }
             }
         }
+        let _ = sh
+            .workers
+            .set(handles.iter().map(|h| h.thread().clone()).collect());
         if spawn_err.is_some() {
             sh.abort.store(true, Ordering::SeqCst);
-            for h in &handles {
-                h.thread().unpark();
-            }
+            sh.wake_all();
             return;
         }
-        let _ = sh
-            .threads
-            .set(handles.iter().map(|h| h.thread().clone()).collect());
         for (pi, _) in phases.iter().enumerate() {
+            // Wake the pool and keep it spinning before the clock starts:
+            // a persistent engine's calls do not pay a thread wake-up
+            // (hundreds of µs on a VM), as a running kernel's do not.
+            sh.hold.store(true, Ordering::SeqCst);
+            sh.wake_all();
+            let t0 = Instant::now();
+            while sh.sleeping.iter().any(|f| f.0.load(Ordering::SeqCst))
+                && t0.elapsed() < Duration::from_millis(100)
+            {
+                std::hint::spin_loop();
+            }
             let start_ns = sh.base.elapsed().as_nanos() as u64;
             sh.go.store(pi as u64 + 1, Ordering::Release);
-            for h in &handles {
-                h.thread().unpark();
-            }
-            let target = (pi as u64 + 1) * ntbs;
+            sh.wake_all();
+            sh.hold.store(false, Ordering::Relaxed);
+            let target = (pi as u64 + 1) * ntbs as u64;
             let mut last_prog = u64::MAX;
             let mut last_change = Instant::now();
             while sh.phase_done.load(Ordering::Acquire) < target {
@@ -588,9 +811,7 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
                 } else if last_change.elapsed() >= geo.stall {
                     stall = Some(sh.stall_report(geo.stall));
                     sh.abort.store(true, Ordering::SeqCst);
-                    for h in &handles {
-                        h.thread().unpark();
-                    }
+                    sh.wake_all();
                     return;
                 }
             }
@@ -601,8 +822,8 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
                 .max()
                 .unwrap_or(start_ns);
             secs.push(end_ns.saturating_sub(start_ns) as f64 * 1e-9);
-            // All threadblocks now wait for the next phase: the buffers are
-            // quiescent and may be read.
+            // Every threadblock now waits for the next phase: the buffers
+            // are quiescent and may be read.
             let outs: Vec<&[T]> = sh
                 .bufs
                 .iter()
@@ -693,6 +914,29 @@ impl<T: Elem> Shared<'_, T> {
         StallReport {
             after_ms: after.as_millis() as u64,
             waits,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::partition;
+
+    #[test]
+    fn partition_is_contiguous_balanced_and_covers_every_worker() {
+        assert_eq!(partition(&[1; 8], 2), vec![0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(partition(&[1; 7], 3), vec![0, 0, 0, 1, 1, 2, 2]);
+        // A heavy threadblock gets a worker of its own.
+        assert_eq!(partition(&[10, 1, 1, 1], 2), vec![0, 1, 1, 1]);
+        // Heavy at the end: earlier workers still get one each.
+        assert_eq!(partition(&[1, 1, 1, 30], 3), vec![0, 0, 1, 2]);
+        // More workers than threadblocks: one each.
+        assert_eq!(partition(&[5, 5], 8), vec![0, 1]);
+        assert_eq!(partition(&[], 4), Vec::<usize>::new());
+        for w in 1..6 {
+            let o = partition(&[3, 1, 4, 1, 5, 9, 2, 6], w);
+            assert!(o.windows(2).all(|p| p[1] == p[0] || p[1] == p[0] + 1));
+            assert_eq!(*o.last().unwrap(), w - 1);
         }
     }
 }

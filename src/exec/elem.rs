@@ -133,6 +133,22 @@ pub trait Elem: Copy + Send + Sync + Default + PartialOrd + 'static {
         }
     }
     fn to_f64(self) -> f64;
+    /// `dst[k] = a[k] ⊕ b[k]` over slices of one length. The plain loop
+    /// vectorises for the native types; f16 and bf16 go through f32 in
+    /// blocks ([`half_kernel3`]).
+    #[inline(always)]
+    fn kernel3<O: Op<Self>>(dst: &mut [Self], a: &[Self], b: &[Self]) {
+        for ((d, &x), &y) in dst.iter_mut().zip(a).zip(b) {
+            *d = O::apply(x, y);
+        }
+    }
+    /// `dst[k] = dst[k] ⊕ a[k]` over slices of one length.
+    #[inline(always)]
+    fn kernel2<O: Op<Self>>(dst: &mut [Self], a: &[Self]) {
+        for (d, &x) in dst.iter_mut().zip(a) {
+            *d = O::apply(*d, x);
+        }
+    }
     /// Value of an integer-valued pattern `v` (small, exact in every type).
     fn from_pattern(v: i64) -> Self;
     /// A value no pattern produces, to spot unwritten output.
@@ -141,10 +157,14 @@ pub trait Elem: Copy + Send + Sync + Default + PartialOrd + 'static {
 
 macro_rules! float_elem {
     ($t:ty, $d:expr, $eps:expr, $from:expr, $to:expr) => {
+        float_elem!($t, $d, $eps, $from, $to, {});
+    };
+    ($t:ty, $d:expr, $eps:expr, $from:expr, $to:expr, { $($kernels:item)* }) => {
         impl Elem for $t {
             const DTYPE: DType = $d;
             const FLOAT: bool = true;
             const EPS: f64 = $eps;
+            $($kernels)*
             #[inline(always)]
             fn add(a: Self, b: Self) -> Self {
                 a + b
@@ -175,10 +195,140 @@ float_elem!(
     |x: f32| x as f64
 );
 float_elem!(f64, DType::F64, f64::EPSILON / 2.0, |x: f64| x, |x: f64| x);
-float_elem!(f16, DType::F16, 4.8828125e-4, f16::from_f64, |x: f16| x
-    .to_f64());
-float_elem!(bf16, DType::Bf16, 3.90625e-3, bf16::from_f64, |x: bf16| x
-    .to_f64());
+float_elem!(
+    f16,
+    DType::F16,
+    4.8828125e-4,
+    f16::from_f64,
+    |x: f16| x.to_f64(),
+    {
+        #[inline(always)]
+        fn kernel3<O: Op<Self>>(dst: &mut [Self], a: &[Self], b: &[Self]) {
+            half_kernel3(O::OP, dst, a, b)
+        }
+        #[inline(always)]
+        fn kernel2<O: Op<Self>>(dst: &mut [Self], a: &[Self]) {
+            half_kernel2(O::OP, dst, a)
+        }
+    }
+);
+float_elem!(
+    bf16,
+    DType::Bf16,
+    3.90625e-3,
+    bf16::from_f64,
+    |x: bf16| x.to_f64(),
+    {
+        #[inline(always)]
+        fn kernel3<O: Op<Self>>(dst: &mut [Self], a: &[Self], b: &[Self]) {
+            half_kernel3(O::OP, dst, a, b)
+        }
+        #[inline(always)]
+        fn kernel2<O: Op<Self>>(dst: &mut [Self], a: &[Self]) {
+            half_kernel2(O::OP, dst, a)
+        }
+    }
+);
+
+/// Elements per f32 block of the half-precision kernels (two 2 KiB
+/// stack buffers: L1-resident).
+const HALF_BLOCK: usize = 512;
+
+/// `x[k] = x[k] ⊕ y[k]` in f32, as `Elem::{add, mul, max, min}` define ⊕
+/// (`x` wins a comparison only when strictly larger/smaller).
+#[inline(always)]
+fn f32_combine(op: RedOp, x: &mut [f32], y: &[f32]) {
+    match op {
+        RedOp::Sum => x.iter_mut().zip(y).for_each(|(a, &b)| *a += b),
+        RedOp::Prod => x.iter_mut().zip(y).for_each(|(a, &b)| *a *= b),
+        RedOp::Max => x
+            .iter_mut()
+            .zip(y)
+            .for_each(|(a, &b)| *a = if *a > b { *a } else { b }),
+        RedOp::Min => x
+            .iter_mut()
+            .zip(y)
+            .for_each(|(a, &b)| *a = if *a < b { *a } else { b }),
+    }
+}
+
+/// Block conversions between a 16-bit float and f32, exactly as `half`'s
+/// scalar ones.
+pub trait Widen: Sized {
+    fn widen(src: &[Self], dst: &mut [f32]);
+    fn narrow(src: &[f32], dst: &mut [Self]);
+}
+
+/// f16: `half`'s slice conversions (F16C instructions where the CPU has
+/// them, chosen at run time).
+impl Widen for f16 {
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        use half::slice::HalfFloatSliceExt;
+        src.convert_to_f32_slice(dst)
+    }
+    fn narrow(src: &[f32], dst: &mut [Self]) {
+        use half::slice::HalfFloatSliceExt;
+        dst.convert_from_f32_slice(src)
+    }
+}
+
+/// bf16: `half`'s rules (NaN keeps its payload with the quiet bit set;
+/// round to nearest, ties to even) written without branches, so the loops
+/// vectorise.
+impl Widen for bf16 {
+    #[inline(always)]
+    fn widen(src: &[Self], dst: &mut [f32]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            let i = s.to_bits() as u32;
+            let nan = ((i & 0x7fff) > 0x7f80) as u32;
+            *d = f32::from_bits((i | nan << 6) << 16);
+        }
+    }
+    #[inline(always)]
+    fn narrow(src: &[f32], dst: &mut [Self]) {
+        for (d, s) in dst.iter_mut().zip(src) {
+            let x = s.to_bits();
+            let nan = (x & 0x7fff_ffff) > 0x7f80_0000;
+            let hi = (x >> 16) as u16;
+            let up = ((x & 0x8000) != 0 && (x & 0x1_7fff) != 0) as u16;
+            *d = bf16::from_bits(if nan { hi | 0x40 } else { hi.wrapping_add(up) });
+        }
+    }
+}
+
+/// `dst = a ⊕ b` for f16/bf16 through f32 blocks ([`Widen`]).
+/// Bit-identical to the element-wise operators: `half` computes `a ⊕ b`
+/// as `from_f32(to_f32(a) ⊕ to_f32(b))`, and its order is f32's.
+#[inline(always)]
+pub fn half_kernel3<H: Widen>(op: RedOp, dst: &mut [H], a: &[H], b: &[H]) {
+    let mut x = [0f32; HALF_BLOCK];
+    let mut y = [0f32; HALF_BLOCK];
+    for ((d, a), b) in dst
+        .chunks_mut(HALF_BLOCK)
+        .zip(a.chunks(HALF_BLOCK))
+        .zip(b.chunks(HALF_BLOCK))
+    {
+        let m = d.len().min(a.len()).min(b.len());
+        H::widen(&a[..m], &mut x[..m]);
+        H::widen(&b[..m], &mut y[..m]);
+        f32_combine(op, &mut x[..m], &y[..m]);
+        H::narrow(&x[..m], &mut d[..m]);
+    }
+}
+
+/// `dst = dst ⊕ a` for f16/bf16 (see [`half_kernel3`]).
+#[inline(always)]
+pub fn half_kernel2<H: Widen>(op: RedOp, dst: &mut [H], a: &[H]) {
+    let mut x = [0f32; HALF_BLOCK];
+    let mut y = [0f32; HALF_BLOCK];
+    for (d, a) in dst.chunks_mut(HALF_BLOCK).zip(a.chunks(HALF_BLOCK)) {
+        let m = d.len().min(a.len());
+        H::widen(&d[..m], &mut x[..m]);
+        H::widen(&a[..m], &mut y[..m]);
+        f32_combine(op, &mut x[..m], &y[..m]);
+        H::narrow(&x[..m], &mut d[..m]);
+    }
+}
 
 macro_rules! int_elem {
     ($t:ty, $d:expr) => {
@@ -257,24 +407,53 @@ impl<T: Elem> Op<T> for Min {
     }
 }
 
-/// `dst[k] = a[k] ⊕ b[k]` (the slices never overlap).
+/// Whether this CPU runs the AVX2 builds of the kernels (checked once;
+/// the standard library caches the CPUID result).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// `dst[k] = a[k] ⊕ b[k]` (the slices never overlap). The loop is built
+/// twice, for the x86-64 baseline (SSE2) and with AVX2, chosen at run
+/// time.
 #[inline(never)]
 pub fn reduce3<T: Elem, O: Op<T>>(dst: &mut [T], a: &[T], b: &[T]) {
     let n = dst.len().min(a.len()).min(b.len());
     let (dst, a, b) = (&mut dst[..n], &a[..n], &b[..n]);
-    for k in 0..n {
-        dst[k] = O::apply(a[k], b[k]);
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { reduce3_avx2::<T, O>(dst, a, b) };
     }
+    T::kernel3::<O>(dst, a, b)
 }
 
-/// `dst[k] = dst[k] ⊕ a[k]` (the slices never overlap).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn reduce3_avx2<T: Elem, O: Op<T>>(dst: &mut [T], a: &[T], b: &[T]) {
+    T::kernel3::<O>(dst, a, b)
+}
+
+/// `dst[k] = dst[k] ⊕ a[k]` (the slices never overlap); built like
+/// [`reduce3`].
 #[inline(never)]
 pub fn reduce2<T: Elem, O: Op<T>>(dst: &mut [T], a: &[T]) {
     let n = dst.len().min(a.len());
     let (dst, a) = (&mut dst[..n], &a[..n]);
-    for k in 0..n {
-        dst[k] = O::apply(dst[k], a[k]);
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { reduce2_avx2::<T, O>(dst, a) };
     }
+    T::kernel2::<O>(dst, a)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn reduce2_avx2<T: Elem, O: Op<T>>(dst: &mut [T], a: &[T]) {
+    T::kernel2::<O>(dst, a)
 }
 
 /// `dst[k] = dst[k] ⊕ dst[k]` (a step whose source is its destination).
@@ -419,5 +598,91 @@ mod tests {
         }
         assert_eq!(DType::parse("f32"), Some(DType::F32));
         assert_eq!(DType::parse("complex"), None);
+    }
+}
+
+#[cfg(test)]
+mod kernel_tests {
+    use super::*;
+
+    /// The block kernels of f16/bf16 give exactly the element-wise
+    /// operators' bits, on values of every magnitude, with ties, zeros of
+    /// both signs and blocks of every length.
+    fn same_bits<H: Elem>(vals: impl Fn(u64) -> H, bits: impl Fn(H) -> u16) {
+        let n = 3 * HALF_BLOCK + 17;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let a: Vec<H> = (0..n).map(|_| vals(next())).collect();
+        let b: Vec<H> = (0..n)
+            .map(|i| if i % 7 == 0 { a[i] } else { vals(next()) })
+            .collect();
+        fn check<H: Elem, O: Op<H>>(a: &[H], b: &[H], bits: &impl Fn(H) -> u16) {
+            let mut d = vec![H::default(); a.len()];
+            reduce3::<H, O>(&mut d, a, b);
+            let mut e = a.to_vec();
+            reduce2::<H, O>(&mut e, b);
+            for k in 0..a.len() {
+                let want = bits(O::apply(a[k], b[k]));
+                assert_eq!(bits(d[k]), want, "{:?} reduce3 at {k}", O::OP);
+                assert_eq!(bits(e[k]), want, "{:?} reduce2 at {k}", O::OP);
+            }
+        }
+        check::<H, Sum>(&a, &b, &bits);
+        check::<H, Prod>(&a, &b, &bits);
+        check::<H, Max>(&a, &b, &bits);
+        check::<H, Min>(&a, &b, &bits);
+    }
+
+    #[test]
+    fn half_block_kernels_match_the_elementwise_operators() {
+        // Finite values only (no NaN: Max/Min of NaN are defined by the
+        // comparison, equal either way, but NaN payloads may differ).
+        let finite = |r: u64, exp_mask: u16| {
+            let b = r as u16;
+            if b & exp_mask == exp_mask {
+                b & !0x4000
+            } else {
+                b
+            }
+        };
+        same_bits::<f16>(|r| f16::from_bits(finite(r, 0x7c00)), |x| x.to_bits());
+        same_bits::<bf16>(|r| bf16::from_bits(finite(r, 0x7f80)), |x| x.to_bits());
+    }
+
+    /// The branch-free bf16 conversions are `half`'s, NaN included.
+    #[test]
+    fn bf16_block_conversions_match_half() {
+        let all: Vec<bf16> = (0..=u16::MAX).map(bf16::from_bits).collect();
+        let mut w = vec![0f32; all.len()];
+        bf16::widen(&all, &mut w);
+        for (h, f) in all.iter().zip(&w) {
+            assert_eq!(f.to_bits(), h.to_f32().to_bits(), "{:#x}", h.to_bits());
+        }
+        let fs: Vec<f32> = (0..200_000u32)
+            .map(|k| f32::from_bits(k.wrapping_mul(0x9e37_79b1) ^ (k << 3)))
+            .chain([
+                0.0,
+                -0.0,
+                f32::INFINITY,
+                f32::NAN,
+                f32::MAX,
+                1.0 + f32::EPSILON,
+            ])
+            .collect();
+        let mut n = vec![bf16::ZERO; fs.len()];
+        bf16::narrow(&fs, &mut n);
+        for (f, h) in fs.iter().zip(&n) {
+            assert_eq!(
+                h.to_bits(),
+                bf16::from_f32(*f).to_bits(),
+                "{:#x}",
+                f.to_bits()
+            );
+        }
     }
 }

@@ -1,17 +1,15 @@
 //! Memory bandwidth of this machine, measured STREAM-style: `a[k] += b[k]`
 //! over f32 arrays much larger than the caches, split over all cores.
-//! Bytes moved per pass = 3 × array bytes (read a, read b, write a).
+//! Bytes moved per pass = 3 × array bytes (read a, read b, write a). The
+//! pass is the executor's own `re` kernel ([`reduce2`] for f32 sum), so B
+//! and the executor use the same instructions.
 
+use super::elem::{reduce2, Sum};
 use std::time::Instant;
 
-/// `a += b` (kept out of line so it can be inspected in the assembly).
-#[inline(never)]
+/// `a += b` with the executor's kernel.
 pub fn add_assign(a: &mut [f32], b: &[f32]) {
-    let n = a.len().min(b.len());
-    let (a, b) = (&mut a[..n], &b[..n]);
-    for k in 0..n {
-        a[k] += b[k];
-    }
+    reduce2::<f32, Sum>(a, b)
 }
 
 /// Best of `reps` passes over two arrays of `bytes` bytes each, in GB/s.

@@ -47,6 +47,9 @@ pub struct RunOptions {
     pub stall_timeout: Duration,
     /// Measure memory bandwidth (STREAM-like `a += b`) first; 0 skips it.
     pub membw_bytes: usize,
+    /// CPU worker threads that run the threadblocks as tasks; 0: one per
+    /// core (`std::thread::available_parallelism`).
+    pub workers: usize,
 }
 
 impl Default for RunOptions {
@@ -63,6 +66,7 @@ impl Default for RunOptions {
             fifo_slots: 2,
             stall_timeout: Duration::from_secs(2),
             membw_bytes: 0,
+            workers: 0,
         }
     }
 }
@@ -100,6 +104,8 @@ pub struct SizeResult {
     pub wrong: Option<u64>,
     pub correct: Option<bool>,
     pub wrong_chunks: Vec<WrongChunk>,
+    /// CPU: worker threads that ran this size (None on the GPU).
+    pub workers: Option<usize>,
 }
 
 impl SizeResult {
@@ -138,6 +144,7 @@ impl SizeResult {
             correct: wrong.map(|w| w == 0),
             wrong,
             wrong_chunks,
+            workers: None,
         }
     }
 }
@@ -151,7 +158,10 @@ pub struct Report {
     pub redop: String,
     pub inplace: bool,
     pub tile_bytes: usize,
+    /// CPU: worker threads; CUDA: threads per block.
     pub threads: usize,
+    /// Threadblocks of the Program, all ranks.
+    pub threadblocks: usize,
     /// Measured memory bandwidth (GB/s, bytes read + written per second).
     pub membw_gbps: Option<f64>,
     pub rows: Vec<SizeResult>,
@@ -266,7 +276,7 @@ pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecErro
             }
         };
     }
-    let rows = match opts.dtype {
+    let rows: Vec<SizeResult> = match opts.dtype {
         DType::F32 => by_op!(f32),
         DType::F64 => by_op!(f64),
         DType::F16 => by_op!(f16),
@@ -282,10 +292,16 @@ pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecErro
         redop: opts.redop.name().to_string(),
         inplace,
         tile_bytes: opts.tile_bytes,
-        threads: plan.tbs.len(),
+        threads: rows.iter().filter_map(|r| r.workers).max().unwrap_or(1),
+        threadblocks: plan.tbs.len(),
         membw_gbps: membw,
         rows,
     })
+}
+
+/// This machine's cores (hardware threads).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// recvcount for a requested per-rank input size: a multiple of C/N, at
@@ -328,6 +344,12 @@ fn run_typed<T: Elem, O: Op<T>>(
             fifo_slots: opts.fifo_slots.max(1),
             inplace,
             stall: opts.stall_timeout,
+            workers: match opts.workers {
+                0 => {
+                    cpu::auto_workers(cores(), (n + 1) * count * n * esz).min(plan.tbs.len().max(1))
+                }
+                w => w.min(plan.tbs.len().max(1)),
+            },
         };
         fill_inputs::<T, O>(plan, &mut bufs, chunk, inplace);
         let phases: Vec<u64> = if opts.check {
@@ -343,7 +365,7 @@ fn run_typed<T: Elem, O: Op<T>>(
         })?;
         let secs = times.secs.last().copied().unwrap_or(0.0) / opts.iters as f64;
         let size_bytes = (count * n * esz) as u64;
-        rows.push(SizeResult::measured(
+        let mut row = SizeResult::measured(
             plan.coll,
             size_bytes,
             req,
@@ -352,7 +374,9 @@ fn run_typed<T: Elem, O: Op<T>>(
             n,
             membw,
             checked,
-        ));
+        );
+        row.workers = Some(geo.workers);
+        rows.push(row);
     }
     Ok(rows)
 }

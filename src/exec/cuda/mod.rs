@@ -96,6 +96,7 @@ pub fn run_program_cuda(
         inplace,
         tile_bytes: opts.tile_bytes,
         threads,
+        threadblocks: plan.tbs.len(),
         membw_gbps: membw,
         rows,
     })
