@@ -24,6 +24,7 @@ fn opts(dtype: DType, redop: RedOp, sizes: Vec<u64>) -> RunOptions {
         stall_timeout: Duration::from_secs(5),
         membw_bytes: 0,
         workers: 0,
+        inject_fault: None,
     }
 }
 
@@ -537,5 +538,31 @@ fn worker_pools_of_any_size_run_every_step_kind_and_report_stalls() {
             Err(ExecError::Stalled(rep)) => assert_eq!(rep.waits.len(), 4, "{rep}"),
             other => panic!("{workers} workers: expected a stall, got {other:?}"),
         }
+    }
+}
+
+/// A threadblock that fails mid-run (a fault injected through the hidden
+/// `RunOptions::inject_fault`, standing in for an executor bug) stops the
+/// whole run at once with an error naming it: no hang until the watchdog,
+/// no rows reported, whatever the pool size.
+#[test]
+fn a_failing_threadblock_stops_the_run_with_its_name() {
+    let p = builtin::ring(4, 1);
+    for workers in [1usize, 2, 4] {
+        let mut o = opts(DType::F32, RedOp::Sum, vec![4 * 4 * 1000]);
+        o.stall_timeout = Duration::from_secs(60);
+        o.workers = workers;
+        o.iters = 5;
+        // Global index 2: rank 2's only threadblock.
+        o.inject_fault = Some(2);
+        let t0 = Instant::now();
+        match run_program(&p, &o) {
+            Err(ExecError::Fault { rank, tb, msg }) => {
+                assert_eq!((rank, tb), (2, 0));
+                assert!(msg.contains("injected fault"), "{msg}");
+            }
+            other => panic!("{workers} workers: expected a fault, got {other:?}"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     }
 }

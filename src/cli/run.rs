@@ -207,6 +207,7 @@ pub fn run_program_cli(
         stall_timeout: Duration::from_millis(args.stall_ms.max(10)),
         membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
         workers: args.workers,
+        inject_fault: None,
     };
     let rep = match backend_mode(args)? {
         None => exec::run_program(prog, &opts),
@@ -216,6 +217,7 @@ pub fn run_program_cli(
         Ok(r) => r,
         Err(e @ exec::ExecError::Stalled(_)) => return Err(CliError::check(e)),
         Err(e @ exec::ExecError::Spawn(_)) => return Err(CliError::check(e)),
+        Err(e @ exec::ExecError::Fault { .. }) => return Err(CliError::check(e)),
         Err(e) => return Err(CliError::input(format!("{}: {e}", prog.name))),
     };
     for r in &rep.rows {

@@ -48,6 +48,8 @@ pub(crate) struct Geometry {
     pub stall: Duration,
     /// Worker threads (at most one per threadblock is used).
     pub workers: usize,
+    /// `RunOptions::inject_fault`.
+    pub fault: Option<usize>,
 }
 
 impl Geometry {
@@ -146,6 +148,8 @@ struct Shared<'a, T> {
     /// While set, idle workers spin instead of parking (the coordinator
     /// holds the pool awake to start a phase).
     hold: AtomicBool,
+    /// The first worker failure: (threadblock, message).
+    failed: std::sync::Mutex<Option<(usize, String)>>,
     main: Thread,
     abort: AtomicBool,
     go: AtomicU64,
@@ -300,6 +304,9 @@ impl<T: Elem> Shared<'_, T> {
                 // per tile, each moving up to `merge` adjacent chunks as
                 // one range (plan::tile_and_merge); merge >= 2 only when
                 // there is a single tile.
+                if geo.fault == Some(c.tb) {
+                    panic!("injected fault at step {}", c.pos);
+                }
                 if c.g < step.cnt {
                     let t0 = c.tile * geo.tile;
                     let len = geo.tile.min(geo.chunk - t0);
@@ -521,9 +528,11 @@ impl<T: Elem> Shared<'_, T> {
         curs: &mut [Cursor],
         phases: &[u64],
         tmp: &mut Vec<T>,
+        current: &std::cell::Cell<usize>,
     ) -> (bool, bool) {
         let (mut progressed, mut all) = (false, true);
         for c in curs.iter_mut().filter(|c| !c.finished) {
+            current.set(c.tb);
             let (p, done) = self.poll::<O>(c, phases, tmp);
             progressed |= p;
             c.finished = done;
@@ -537,6 +546,35 @@ impl<T: Elem> Shared<'_, T> {
     /// `SPIN`, then announces it sleeps, polls once more and parks; every
     /// state change that can unblock one of its threadblocks wakes it.
     fn worker<O: Op<T>>(&self, w: usize, mine: &[usize], phases: &[u64]) {
+        // A panic (an executor bug, or an injected fault) stops the whole
+        // run with the threadblock it happened in, instead of leaving the
+        // other workers and the coordinator waiting for the watchdog.
+        let current = std::cell::Cell::new(usize::MAX);
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.worker_loop::<O>(w, mine, phases, &current)
+        }));
+        if let Err(p) = run {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a worker panicked".into());
+            if let Ok(mut f) = self.failed.lock() {
+                f.get_or_insert((current.get(), msg));
+            }
+            self.abort.store(true, Ordering::SeqCst);
+            self.wake_all();
+            self.main.unpark();
+        }
+    }
+
+    fn worker_loop<O: Op<T>>(
+        &self,
+        w: usize,
+        mine: &[usize],
+        phases: &[u64],
+        current: &std::cell::Cell<usize>,
+    ) {
         let mut curs: Vec<Cursor> = mine
             .iter()
             .map(|&tb| Cursor {
@@ -557,7 +595,7 @@ impl<T: Elem> Shared<'_, T> {
         let mut idle_since: Option<Instant> = None;
         let mut passes = 0u32;
         while !self.abort.load(Ordering::Relaxed) {
-            let (progressed, all) = self.pass::<O>(&mut curs, phases, &mut tmp);
+            let (progressed, all) = self.pass::<O>(&mut curs, phases, &mut tmp, current);
             if all {
                 return;
             }
@@ -576,7 +614,7 @@ impl<T: Elem> Shared<'_, T> {
             }
             self.sleeping[w].0.store(true, Ordering::Relaxed);
             fence(Ordering::SeqCst);
-            let (progressed, all) = self.pass::<O>(&mut curs, phases, &mut tmp);
+            let (progressed, all) = self.pass::<O>(&mut curs, phases, &mut tmp, current);
             if all {
                 return;
             }
@@ -743,6 +781,7 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
             .collect(),
         workers: OnceLock::new(),
         hold: AtomicBool::new(false),
+        failed: std::sync::Mutex::new(None),
         main: thread::current(),
         abort: AtomicBool::new(false),
         go: AtomicU64::new(0),
@@ -800,6 +839,9 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
             let mut last_change = Instant::now();
             while sh.phase_done.load(Ordering::Acquire) < target {
                 thread::park_timeout(Duration::from_millis(5));
+                if sh.abort.load(Ordering::SeqCst) {
+                    return;
+                }
                 let prog: u64 = sh
                     .tbs
                     .iter()
@@ -835,6 +877,14 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
     });
     if let Some(e) = spawn_err {
         return Err(ExecError::Spawn(e));
+    }
+    if let Some((tb, msg)) = shared.failed.lock().ok().and_then(|mut f| f.take()) {
+        let t = plan.tbs.get(tb);
+        return Err(ExecError::Fault {
+            rank: t.map_or(0, |t| t.rank),
+            tb: t.map_or(-1, |t| t.id),
+            msg,
+        });
     }
     if let Some(rep) = stall {
         return Err(ExecError::Stalled(rep));

@@ -48,8 +48,13 @@ pub struct RunOptions {
     /// Measure memory bandwidth (STREAM-like `a += b`) first; 0 skips it.
     pub membw_bytes: usize,
     /// CPU worker threads that run the threadblocks as tasks; 0: one per
-    /// core (`std::thread::available_parallelism`).
+    /// 256 KiB of memory traffic per call, up to the cores.
     pub workers: usize,
+    /// Testing aid: the threadblock with this global index (ranks in order,
+    /// then their threadblocks) fails at its first step, as an executor bug
+    /// would. None in every real run.
+    #[doc(hidden)]
+    pub inject_fault: Option<usize>,
 }
 
 impl Default for RunOptions {
@@ -67,6 +72,7 @@ impl Default for RunOptions {
             stall_timeout: Duration::from_secs(2),
             membw_bytes: 0,
             workers: 0,
+            inject_fault: None,
         }
     }
 }
@@ -193,6 +199,10 @@ pub enum ExecError {
     Stalled(StallReport),
     #[error("{0}")]
     Spawn(String),
+    /// A worker failed (panicked) while running a threadblock; the run was
+    /// stopped and nothing it computed is reported.
+    #[error("rank {rank} tb {tb}: the run failed: {msg}")]
+    Fault { rank: usize, tb: i64, msg: String },
 }
 
 /// What every unfinished threadblock waited on when the watchdog fired.
@@ -350,6 +360,7 @@ fn run_typed<T: Elem, O: Op<T>>(
                 }
                 w => w.min(plan.tbs.len().max(1)),
             },
+            fault: opts.inject_fault,
         };
         fill_inputs::<T, O>(plan, &mut bufs, chunk, inplace);
         let phases: Vec<u64> = if opts.check {
