@@ -759,7 +759,20 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         })
         .collect();
     let nworkers = geo.workers.clamp(1, ntbs.max(1));
-    let owner = partition(&weights, nworkers);
+    // Channel-major order: FIFOs join threadblocks of one channel only, so
+    // cutting this order keeps whole channels (a multi-ring's rings) on
+    // one worker and puts independent channels on different ones; within
+    // a channel, ranks stay in order (ring neighbours together).
+    let mut order: Vec<usize> = (0..ntbs).collect();
+    order.sort_by_key(|&t| (plan.tbs[t].chan, plan.tbs[t].rank, t));
+    let cut = partition(
+        &order.iter().map(|&t| weights[t]).collect::<Vec<_>>(),
+        nworkers,
+    );
+    let mut owner = vec![0; ntbs];
+    for (&t, &w) in order.iter().zip(&cut) {
+        owner[t] = w;
+    }
     let shared = Shared::<T> {
         plan,
         geo,
