@@ -566,3 +566,43 @@ fn a_failing_threadblock_stops_the_run_with_its_name() {
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     }
 }
+
+/// `rscc run --topo` picks with the CPU executor's cost model
+/// (`sim::SharedMem`), for the sizes it runs: on cpu-shm that is the
+/// single ring at every size, which the bench (docs/benchmarks.md "CPU
+/// executor") measures fastest, where the GPU model's pick for the same
+/// topology is direct exchange.
+#[test]
+fn run_with_topo_picks_for_the_cpu_executor() {
+    for size in ["4K", "16M"] {
+        let (code, out, err) = common::rscc(&[
+            "run",
+            "--topo",
+            "topologies/cpu-shm.json",
+            "--op",
+            "reduce-scatter",
+            "--sizes",
+            size,
+            "--iters",
+            "1",
+            "--warmup",
+            "0",
+            "--no-membw",
+            "--check",
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            err.contains("synthesized ring for cpu-shm8"),
+            "{size}: {err}"
+        );
+        assert!(out.contains("rscc_ring_cpu-shm8_8"), "{out}");
+    }
+    let (code, _, err) = common::rscc(&[
+        "synth",
+        "--topo",
+        "topologies/cpu-shm.json",
+        "--sizes",
+        "1G",
+    ]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -656,3 +656,106 @@ fn simulated_times_never_beat_the_bound() {
         );
     }
 }
+
+/// The CPU model (`SimOptions::shared_mem`): every byte any step touches
+/// shares one resource, whatever the links. On 2 ranks the ring is one
+/// `s` (2 touches per byte) and one `rrc` (3) per rank on a chunk of S/2:
+/// 10 · S/2 bytes through `gbps`, plus the calls; the links' 1 GB/s do
+/// not matter. The 8-rank `direct` (an `s` and an `rrc` per contribution:
+/// 7 · 5 touches per output byte) then costs 35/23 of the ring (an `s`,
+/// six `rrs` and an `rrc`: 2 + 7 · 3).
+#[test]
+fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
+    use rscc::compile::{compile, CompileOptions};
+    use rscc::sim::SharedMem;
+    let load = |n: usize| {
+        let p =
+            std::env::temp_dir().join(format!("rscc-cpu-model-{}-{n}.json", std::process::id()));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+            .args([
+                "topo",
+                "generate",
+                "cpu-shm",
+                "--gpus",
+                &n.to_string(),
+                "--bw",
+                "1",
+                "--alpha",
+                "0",
+            ])
+            .args(["-o", p.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        rscc::front::load_topology(&p).unwrap()
+    };
+    let so = SimOptions {
+        shared_mem: Some(SharedMem {
+            gbps: 10.0,
+            call_us: 0.0,
+        }),
+        ..SimOptions::default()
+    };
+    let t2 = load(2);
+    let s: u64 = 64 << 20;
+    let ring = rscc::exec::builtin::ring(2, 1);
+    let r = sim::simulate(&ring, &t2, s, &so).unwrap();
+    let want = 10.0 * (s / 2) as f64 / 10e3;
+    assert!(
+        (r.time_us / want - 1.0).abs() < 0.02,
+        "{} vs {want}",
+        r.time_us
+    );
+    // Calls cost their time on the same resource.
+    let so_calls = SimOptions {
+        shared_mem: Some(SharedMem {
+            gbps: 10.0,
+            call_us: 1.0,
+        }),
+        ..SimOptions::default()
+    };
+    let small = sim::simulate(&ring, &t2, 8, &so_calls).unwrap();
+    assert!(
+        small.time_us >= 2.0 && small.time_us < 5.0,
+        "{}",
+        small.time_us
+    );
+    // Direct against the ring on 8 ranks, large size: 35/23.
+    let t8 = load(8);
+    let prog = |a| {
+        compile(&t8, &CompileOptions::algo(a, Some(1)))
+            .unwrap()
+            .program
+    };
+    let (ring8, direct8) = (
+        prog(rscc::synth::Algo::Ring),
+        prog(rscc::synth::Algo::Direct),
+    );
+    let tr = sim::simulate(&ring8, &t8, 256 << 20, &so).unwrap().time_us;
+    let td = sim::simulate(&direct8, &t8, 256 << 20, &so)
+        .unwrap()
+        .time_us;
+    assert!(
+        (td / tr - 35.0 / 23.0).abs() < 0.03,
+        "direct {td} ring {tr}"
+    );
+    // Under the GPU model the same full mesh favours direct (N - 1 links).
+    let g = SimOptions::default();
+    let (gr, gd) = (
+        sim::simulate(&ring8, &t8, 256 << 20, &g).unwrap().time_us,
+        sim::simulate(&direct8, &t8, 256 << 20, &g).unwrap().time_us,
+    );
+    assert!(gd < gr / 3.0, "GPU model: direct {gd} ring {gr}");
+    // Bad figures are refused.
+    let bad = SimOptions {
+        shared_mem: Some(SharedMem {
+            gbps: 0.0,
+            call_us: 0.0,
+        }),
+        ..SimOptions::default()
+    };
+    assert!(matches!(
+        sim::simulate(&ring, &t2, s, &bad),
+        Err(SimError::BadOptions(_))
+    ));
+}

@@ -111,7 +111,38 @@ fn load(args: &RunArgs) -> Result<Program, CliError> {
             op,
             ..Default::default()
         };
-        let c = crate::compile::compile(&topo, &opts).map_err(|e| CliError::compile(t, e))?;
+        let c = if backend_mode(args)?.is_none() {
+            // Pick for the CPU executor and these sizes: its cost model
+            // (sim::SharedMem) with this machine's memory bandwidth.
+            let sizes =
+                parse_sizes(&args.sizes).map_err(|e| CliError::input(format!("--sizes: {e}")))?;
+            let gbps = if args.no_membw {
+                crate::ir::hardware::CPU_MEM_GBPS
+            } else {
+                exec::membw::measure(64 << 20, 2)
+            };
+            let so = crate::sim::SimOptions {
+                shared_mem: Some(crate::sim::SharedMem {
+                    gbps,
+                    call_us: crate::ir::hardware::CPU_CALL_US,
+                }),
+                ..Default::default()
+            };
+            // One chunk per shard: on the CPU the cores, not links, move
+            // the data, so more chunks (channels, rings) add calls and no
+            // bandwidth; tiles already pipeline a chunk.
+            let mut opts = opts;
+            opts.synth.chunks = Some(1);
+            let sel = crate::compile::auto(&topo, &opts, &sizes, &so, None)
+                .map_err(|e| CliError::compile(t, e))?;
+            let w = sel.overall;
+            sel.candidates
+                .into_iter()
+                .nth(w)
+                .ok_or_else(|| CliError::input(format!("{}: no schedule", t.display())))?
+        } else {
+            crate::compile::compile(&topo, &opts).map_err(|e| CliError::compile(t, e))?
+        };
         eprintln!(
             "synthesized {} for {} ({} ranks)",
             c.algorithm.name,

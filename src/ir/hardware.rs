@@ -43,6 +43,18 @@ pub const PCIE_GEN5_X16_GBPS: f64 = 63.0;
 /// data streams and are not charged, as the links bound them.
 pub const LOCAL_MEM_GBPS: f64 = 1000.0;
 
+/// Core time of one primitive call of the CPU executor, µs: its poll,
+/// FIFO hand-off and flag updates, apart from the data it moves
+/// (`sim::SharedMem`). Measured on the 2-core development machine with one
+/// worker: `rscc run --builtin ring --ranks 8 --sizes 4K --workers 1`
+/// makes 56 calls of 512 B in 4.5 µs, the 8-rank `direct` (112 calls) in
+/// about 12 µs; both are about 0.1 µs per call once the bytes are paid.
+pub const CPU_CALL_US: f64 = 0.1;
+/// Memory bandwidth the CPU model assumes when none was measured, GB/s of
+/// bytes touched: a 2-channel DDR4 server core pair's `a += b` (the
+/// development machine measures 31–37 with `membw::measure`).
+pub const CPU_MEM_GBPS: f64 = 30.0;
+
 /// A GPU model: the per-link and per-GPU facts of §1.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GpuModel {

@@ -2,7 +2,7 @@
 //! slots, flows with exact max-min fair rates recomputed per connected
 //! component of the flows whose links changed.
 
-use super::{LinkLoad, SimError, SimOptions, SimResult, TbSpan, Trace};
+use super::{LinkLoad, SharedMem, SimError, SimOptions, SimResult, TbSpan, Trace};
 use crate::ir::{Program, StepKind, Topology};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -238,6 +238,14 @@ fn check_request(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<(
             "connections need at least one slot of at least 1 byte".into(),
         ));
     }
+    if let Some(sm) = opts.shared_mem {
+        if !(sm.gbps.is_finite() && sm.gbps > 0.0 && sm.call_us.is_finite() && sm.call_us >= 0.0) {
+            return Err(SimError::BadOptions(format!(
+                "shared memory {} GB/s and {} µs per call must be finite, positive and non-negative",
+                sm.gbps, sm.call_us
+            )));
+        }
+    }
     if let Some(m) = opts.mem_gbps {
         if !(m.is_finite() && m > 0.0) {
             return Err(SimError::BadOptions(format!(
@@ -371,7 +379,33 @@ pub fn simulate(
     // max-min fairly by its concurrent local passes (and by nothing else:
     // the links' transfers are not charged to it).
     let mem_conn = conns.len();
-    if let Some(m) = opts.mem_gbps {
+    if let Some(sm) = opts.shared_mem {
+        // One resource for every byte any step touches: every connection
+        // and every rank's local passes cross it, and nothing else.
+        let shared = links.len();
+        links.push(LinkState {
+            cap: sm.gbps * 1e3,
+            flows: Vec::new(),
+            load: 0.0,
+        });
+        for c in conns.iter_mut() {
+            c.links = vec![shared];
+        }
+        for r in 0..n {
+            conns.push(Conn {
+                chan: -1,
+                src: r,
+                dst: r,
+                links: vec![shared],
+                alpha: 0.0,
+                sender: None,
+                receiver: None,
+                queue: VecDeque::new(),
+                consumed: 0,
+                sent: 0,
+            });
+        }
+    } else if let Some(m) = opts.mem_gbps {
         for r in 0..n {
             conns.push(Conn {
                 chan: -1,
@@ -594,9 +628,19 @@ impl Engine<'_> {
                     let seq = conn.sent;
                     conn.sent += 1;
                     let alpha = conn.alpha;
-                    self.start_flow(c, seq, tb, bytes, alpha);
+                    let moved = match self.opts.shared_mem {
+                        Some(sm) => SharedMem::touches(kind) * bytes + sm.call_us * sm.gbps * 1e3,
+                        None => bytes,
+                    };
+                    self.start_flow(c, seq, tb, moved, alpha);
                     return;
                 }
+            }
+            if let Some(sm) = self.opts.shared_mem.filter(|_| kind != StepKind::Nop) {
+                // A receive or a local pass: its touches, on the cores.
+                let touched = SharedMem::touches(kind) * bytes + sm.call_us * sm.gbps * 1e3;
+                self.start_flow(self.mem_conn + self.tbs[tb].rank, 0, tb, touched, 0.0);
+                return;
             }
             if matches!(kind, StepKind::Copy | StepKind::Reduce) && self.opts.mem_gbps.is_some() {
                 // cpy reads src, writes dst; re reads both, writes dst.

@@ -44,8 +44,39 @@ pub struct SimOptions {
     /// passes: the GPU's `mem_gbps`, else this figure in GB/s; `None`:
     /// local steps are free.
     pub mem_gbps: Option<f64>,
+    /// The CPU executor's model instead of the GPUs' (all ranks are
+    /// threads of one machine, and its cores move every byte): see
+    /// [`SharedMem`]. None: transfers cross the topology's links.
+    pub shared_mem: Option<SharedMem>,
     /// Record a trace (one track per link and per threadblock).
     pub trace: bool,
+}
+
+/// The cost of a step on the CPU executor: the memory it touches (`s`,
+/// `r`, `cpy` 2 × its bytes; `rrs`, `rrc`, `rcs`, `re` 3 ×; `rrcs` 4 ×)
+/// plus `call_us` of core time per primitive call, all on one resource of
+/// `gbps` that every rank shares (the cores and their memory), max-min
+/// fairly. A route's α still delays each message. A plain `s` that an
+/// `rrc` then reduces thus costs 5 touches per byte where a ring's `rrs`
+/// costs 3, which is why the ring beats direct exchange on a CPU although
+/// both move the same bytes per rank.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SharedMem {
+    pub gbps: f64,
+    pub call_us: f64,
+}
+
+impl SharedMem {
+    /// Bytes touched per byte moved by a step of `kind`.
+    pub fn touches(kind: crate::ir::StepKind) -> f64 {
+        use crate::ir::StepKind::*;
+        match kind {
+            Nop => 0.0,
+            Send | Recv | Copy => 2.0,
+            RecvReduceSend | RecvReduceCopy | RecvCopySend | Reduce => 3.0,
+            RecvReduceCopySend => 4.0,
+        }
+    }
 }
 
 impl SimOptions {
@@ -70,6 +101,7 @@ impl Default for SimOptions {
             slots: NCCL_STEPS,
             slot_bytes: NCCL_BUFFSIZE / NCCL_STEPS as u64,
             mem_gbps: None,
+            shared_mem: None,
             trace: false,
         }
     }
