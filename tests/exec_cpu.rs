@@ -117,16 +117,22 @@ fn wrong_results_are_reported_per_rank_and_chunk() {
         .all(|w| w.rank == 2 && w.chunk == 0 && w.input_chunk == 2));
 }
 
-#[test]
-fn watchdog_stops_a_stalled_schedule_and_names_the_waiters() {
+/// A 4-rank ring whose every rank starts by receiving instead of sending:
+/// a cycle of waits.
+fn stalled_ring() -> Program {
     let mut p = builtin::ring(4, 1);
-    // Every rank starts by receiving instead of sending: a cycle of waits.
     for g in &mut p.gpus {
         let st = &mut g.tbs[0].steps[0];
         st.kind = StepKind::Recv;
         st.dstbuf = Buf::Output;
         st.dstoff = 0;
     }
+    p
+}
+
+#[test]
+fn watchdog_stops_a_stalled_schedule_and_names_the_waiters() {
+    let p = stalled_ring();
     let mut o = opts(DType::F32, RedOp::Sum, vec![4 * 4 * 64]);
     o.stall_timeout = Duration::from_millis(300);
     let t0 = Instant::now();
@@ -524,17 +530,10 @@ fn worker_pools_of_any_size_run_every_step_kind_and_report_stalls() {
             assert_eq!(rep.threads, workers.min(tbs), "{}", p.name);
             assert_eq!(rep.threadblocks, tbs);
         }
-        let mut p = builtin::ring(4, 1);
-        for g in &mut p.gpus {
-            let st = &mut g.tbs[0].steps[0];
-            st.kind = StepKind::Recv;
-            st.dstbuf = Buf::Output;
-            st.dstoff = 0;
-        }
         let mut o = opts(DType::F32, RedOp::Sum, vec![4 * 4 * 64]);
         o.stall_timeout = Duration::from_millis(200);
         o.workers = workers;
-        match run_program(&p, &o) {
+        match run_program(&stalled_ring(), &o) {
             Err(ExecError::Stalled(rep)) => assert_eq!(rep.waits.len(), 4, "{rep}"),
             other => panic!("{workers} workers: expected a stall, got {other:?}"),
         }

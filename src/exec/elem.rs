@@ -195,40 +195,24 @@ float_elem!(
     |x: f32| x as f64
 );
 float_elem!(f64, DType::F64, f64::EPSILON / 2.0, |x: f64| x, |x: f64| x);
-float_elem!(
-    f16,
-    DType::F16,
-    4.8828125e-4,
-    f16::from_f64,
-    |x: f16| x.to_f64(),
-    {
-        #[inline(always)]
-        fn kernel3<O: Op<Self>>(dst: &mut [Self], a: &[Self], b: &[Self]) {
-            half_kernel3(O::OP, dst, a, b)
-        }
-        #[inline(always)]
-        fn kernel2<O: Op<Self>>(dst: &mut [Self], a: &[Self]) {
-            half_kernel2(O::OP, dst, a)
-        }
-    }
-);
-float_elem!(
-    bf16,
-    DType::Bf16,
-    3.90625e-3,
-    bf16::from_f64,
-    |x: bf16| x.to_f64(),
-    {
-        #[inline(always)]
-        fn kernel3<O: Op<Self>>(dst: &mut [Self], a: &[Self], b: &[Self]) {
-            half_kernel3(O::OP, dst, a, b)
-        }
-        #[inline(always)]
-        fn kernel2<O: Op<Self>>(dst: &mut [Self], a: &[Self]) {
-            half_kernel2(O::OP, dst, a)
-        }
-    }
-);
+/// f16 and bf16: the element type plus block kernels through f32.
+macro_rules! half_elem {
+    ($t:ty, $d:expr, $eps:expr) => {
+        float_elem!($t, $d, $eps, <$t>::from_f64, |x: $t| x.to_f64(), {
+            #[inline(always)]
+            fn kernel3<O: Op<Self>>(dst: &mut [Self], a: &[Self], b: &[Self]) {
+                half_kernel3(O::OP, dst, a, b)
+            }
+            #[inline(always)]
+            fn kernel2<O: Op<Self>>(dst: &mut [Self], a: &[Self]) {
+                half_kernel2(O::OP, dst, a)
+            }
+        });
+    };
+}
+
+half_elem!(f16, DType::F16, 4.8828125e-4);
+half_elem!(bf16, DType::Bf16, 3.90625e-3);
 
 /// Elements per f32 block of the half-precision kernels (two 2 KiB
 /// stack buffers: L1-resident).

@@ -379,6 +379,19 @@ pub fn simulate(
     // max-min fairly by its concurrent local passes (and by nothing else:
     // the links' transfers are not charged to it).
     let mem_conn = conns.len();
+    // Rank r's local passes: a connection from r to itself over `link`.
+    let local = |r: usize, link: usize| Conn {
+        chan: -1,
+        src: r,
+        dst: r,
+        links: vec![link],
+        alpha: 0.0,
+        sender: None,
+        receiver: None,
+        queue: VecDeque::new(),
+        consumed: 0,
+        sent: 0,
+    };
     if let Some(sm) = opts.shared_mem {
         // One resource for every byte any step touches: every connection
         // and every rank's local passes cross it, and nothing else.
@@ -391,34 +404,10 @@ pub fn simulate(
         for c in conns.iter_mut() {
             c.links = vec![shared];
         }
-        for r in 0..n {
-            conns.push(Conn {
-                chan: -1,
-                src: r,
-                dst: r,
-                links: vec![shared],
-                alpha: 0.0,
-                sender: None,
-                receiver: None,
-                queue: VecDeque::new(),
-                consumed: 0,
-                sent: 0,
-            });
-        }
+        conns.extend((0..n).map(|r| local(r, shared)));
     } else if let Some(m) = opts.mem_gbps {
         for r in 0..n {
-            conns.push(Conn {
-                chan: -1,
-                src: r,
-                dst: r,
-                links: vec![links.len()],
-                alpha: 0.0,
-                sender: None,
-                receiver: None,
-                queue: VecDeque::new(),
-                consumed: 0,
-                sent: 0,
-            });
+            conns.push(local(r, links.len()));
             let gbps = topo.graph[topo.ranks[r]].mem_gbps.unwrap_or(m);
             links.push(LinkState {
                 cap: gbps * 1e3,
