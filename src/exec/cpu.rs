@@ -641,7 +641,42 @@ pub(crate) fn auto_workers(cores: usize, bytes: usize) -> usize {
     (bytes / BYTES_PER_WORKER).clamp(1, cores.max(1))
 }
 
-/// Split threadblocks (in plan order: rank-major) into `w` contiguous runs
+/// Threadblocks in the order a walk along FIFOs visits them: breadth first
+/// over the undirected graph of connections (a threadblock's producer and
+/// consumer are its neighbours), starting from each unvisited threadblock
+/// in plan order (rank by rank, channel by channel). A ring comes out as
+/// arcs of neighbours, every channel of a multi-ring and every sender/receiver
+/// pair of a direct exchange as one contiguous run, so cutting the order
+/// into contiguous pieces ([`partition`]) keeps a FIFO's two ends on one
+/// worker wherever the schedule allows it.
+fn fifo_order(plan: &Plan) -> Vec<usize> {
+    let n = plan.tbs.len();
+    let mut seen = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    let mut queue = std::collections::VecDeque::new();
+    for start in 0..n {
+        if seen[start] {
+            continue;
+        }
+        seen[start] = true;
+        queue.push_back(start);
+        while let Some(t) = queue.pop_front() {
+            order.push(t);
+            let tb = &plan.tbs[t];
+            let producer = tb.recv_fifo.and_then(|f| plan.fifos.get(f)?.producer);
+            let consumer = tb.send_fifo.and_then(|f| plan.fifos.get(f)?.consumer);
+            for nb in [consumer, producer].into_iter().flatten() {
+                if nb < n && !seen[nb] {
+                    seen[nb] = true;
+                    queue.push_back(nb);
+                }
+            }
+        }
+    }
+    order
+}
+
+/// Split threadblocks (in [`fifo_order`]) into `w` contiguous runs
 /// of about equal weight, so that a rank's threadblocks and its neighbours'
 /// share a worker and its caches. Returns the worker of each threadblock;
 /// every worker gets at least one when there are enough.
@@ -759,12 +794,7 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         })
         .collect();
     let nworkers = geo.workers.clamp(1, ntbs.max(1));
-    // Channel-major order: FIFOs join threadblocks of one channel only, so
-    // cutting this order keeps whole channels (a multi-ring's rings) on
-    // one worker and puts independent channels on different ones; within
-    // a channel, ranks stay in order (ring neighbours together).
-    let mut order: Vec<usize> = (0..ntbs).collect();
-    order.sort_by_key(|&t| (plan.tbs[t].chan, plan.tbs[t].rank, t));
+    let order = fifo_order(plan);
     let cut = partition(
         &order.iter().map(|&t| weights[t]).collect::<Vec<_>>(),
         nworkers,
@@ -983,7 +1013,35 @@ impl<T: Elem> Shared<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::partition;
+    use super::{fifo_order, partition};
+
+    /// Cut into two, an 8-rank ring's walk gives two arcs of the ring
+    /// (two FIFOs cross workers); a 2-channel ring's gives one channel per
+    /// worker (none cross).
+    #[test]
+    fn fifo_order_keeps_neighbours_together() {
+        let crosses = |nch: usize| {
+            let plan = super::super::plan::build(&crate::exec::builtin::ring(8, nch)).unwrap();
+            let order = fifo_order(&plan);
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..plan.tbs.len()).collect::<Vec<_>>());
+            let cut = partition(&vec![1; order.len()], 2);
+            let mut owner = vec![0; order.len()];
+            for (&t, &w) in order.iter().zip(&cut) {
+                owner[t] = w;
+            }
+            plan.fifos
+                .iter()
+                .filter(|f| match (f.producer, f.consumer) {
+                    (Some(p), Some(c)) => owner[p] != owner[c],
+                    _ => false,
+                })
+                .count()
+        };
+        assert_eq!(crosses(1), 2);
+        assert_eq!(crosses(2), 0);
+    }
 
     #[test]
     fn partition_is_contiguous_balanced_and_covers_every_worker() {
