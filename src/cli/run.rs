@@ -65,7 +65,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 2000)]
     pub stall_ms: u64,
     /// CPU worker threads that run the threadblocks as tasks (0: one per
-    /// core).
+    /// 256 KiB of memory traffic per call, up to the cores).
     #[arg(long, default_value_t = 0)]
     pub workers: usize,
     /// Skip the memory-bandwidth measurement.

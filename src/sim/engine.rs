@@ -618,7 +618,7 @@ impl Engine<'_> {
                     conn.sent += 1;
                     let alpha = conn.alpha;
                     let moved = match self.opts.shared_mem {
-                        Some(sm) => SharedMem::touches(kind) * bytes + sm.call_us * sm.gbps * 1e3,
+                        Some(sm) => sm.cost(kind, bytes),
                         None => bytes,
                     };
                     self.start_flow(c, seq, tb, moved, alpha);
@@ -627,13 +627,13 @@ impl Engine<'_> {
             }
             if let Some(sm) = self.opts.shared_mem.filter(|_| kind != StepKind::Nop) {
                 // A receive or a local pass: its touches, on the cores.
-                let touched = SharedMem::touches(kind) * bytes + sm.call_us * sm.gbps * 1e3;
+                let touched = sm.cost(kind, bytes);
                 self.start_flow(self.mem_conn + self.tbs[tb].rank, 0, tb, touched, 0.0);
                 return;
             }
             if matches!(kind, StepKind::Copy | StepKind::Reduce) && self.opts.mem_gbps.is_some() {
                 // cpy reads src, writes dst; re reads both, writes dst.
-                let touched = if kind == StepKind::Copy { 2.0 } else { 3.0 } * bytes;
+                let touched = SharedMem::touches(kind) * bytes;
                 self.start_flow(self.mem_conn + self.tbs[tb].rank, 0, tb, touched, 0.0);
                 return;
             }

@@ -62,7 +62,9 @@ pub struct SimOptions {
 /// both move the same bytes per rank.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SharedMem {
+    /// GB/s of bytes touched (read or written), all ranks together.
     pub gbps: f64,
+    /// Core time of one primitive call apart from its data, µs.
     pub call_us: f64,
 }
 
@@ -76,6 +78,12 @@ impl SharedMem {
             RecvReduceSend | RecvReduceCopy | RecvCopySend | Reduce => 3.0,
             RecvReduceCopySend => 4.0,
         }
+    }
+
+    /// Bytes a step of `kind` moving `bytes` costs on the shared resource:
+    /// its touches plus its call's core time.
+    pub fn cost(&self, kind: crate::ir::StepKind, bytes: f64) -> f64 {
+        Self::touches(kind) * bytes + self.call_us * self.gbps * 1e3
     }
 }
 
