@@ -630,7 +630,7 @@ impl<T: Elem> Shared<'_, T> {
 /// Bytes of memory traffic per call, (N+1)·S, that make one more worker
 /// pay: below it a second core costs more in cross-core hand-offs (cache
 /// lines of every FIFO and flag moving between cores) than it adds. On the
-/// 2-core development machine (docs/benchmarks.md "CPU executor") one
+/// 2-core development machine (docs/executor.md "How many workers", with its command) one
 /// worker runs 4 KiB per rank at N = 2 in 0.4 µs and two in 3.1 µs, while
 /// from 256 KiB per rank at N = 8 two workers are about twice as fast.
 pub(crate) const BYTES_PER_WORKER: usize = 256 << 10;
