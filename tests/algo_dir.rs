@@ -28,7 +28,7 @@ fn one_folder_per_machine_and_why() {
     let (code, out, err) = rscc(&["verify", "schedules/dgx-h100/"]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("8 ranks, reduce-scatter: 134 of 134 calls served"),
+        out.contains("8 ranks, reduce-scatter: 236 of 236 calls served"),
         "{out}"
     );
     let d = tmp("flat");
@@ -49,14 +49,14 @@ fn one_folder_per_machine_and_why() {
         .split(" (executor runtime), ")
         .find(|g| g.starts_with("8 ranks, reduce-scatter"))
         .expect("an 8-rank reduce-scatter group");
-    assert!(rs8.contains("134 of 134 calls served"), "{rs8}");
+    assert!(rs8.contains("236 of 236 calls served"), "{rs8}");
     let line = |f: &str| {
         rs8.lines()
             .find(|l| l.trim_start().starts_with(f))
             .unwrap()
             .to_string()
     };
-    assert!(line("cpu-shm-rs.xml").contains("134 calls"), "{rs8}");
+    assert!(line("cpu-shm-rs.xml").contains("236 calls"), "{rs8}");
     assert!(line("dgx-h100-rs.xml").contains("shadowed"), "{rs8}");
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -133,7 +133,7 @@ fn entries_that_break_the_runtime_are_named() {
     std::fs::remove_file(d.join("README")).unwrap();
     let (code, out, err) = rscc(&["verify", &dir]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("134 of 134 calls served"), "{out}");
+    assert!(out.contains("236 of 236 calls served"), "{out}");
     let (code, _, err) = rscc(&["verify", &dir, "--runtime", "legacy"]);
     assert_eq!(code, 2);
     assert!(err.contains("MSCCL_XML_FILES"), "{err}");
@@ -237,4 +237,80 @@ fn threadblock_budget_and_sm_share() {
         "{out}"
     );
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// An allreduce file serves only counts that are multiples of its
+/// nchunksperloop (sizeMultiplier is 1), and a composed allreduce has at
+/// least ngpus chunks. `-o DIR/` also writes fused allreduces of one chunk
+/// (`ar.k1-*-fused-*`, one pass up and one down a tree), so every count of
+/// the sweep gets an rscc schedule — 1 to 7, and the odd count beside
+/// every power of two — on a shipped machine and on a generated fabric,
+/// and those files run correct at such counts, in place and out of place.
+#[test]
+fn fused_allreduces_serve_every_count() {
+    let fab = tmp("fused-topology");
+    let fab_topo = fab.join("fabric.json");
+    let (code, _, err) = rscc(&[
+        "topo",
+        "generate",
+        "random",
+        "--seed",
+        "5",
+        "-o",
+        fab_topo.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for (name, topo) in [
+        ("dgx-h100", "topologies/dgx-h100.json".to_string()),
+        ("fabric", fab_topo.display().to_string()),
+    ] {
+        let d = tmp(&format!("fused-{name}"));
+        let dir = format!("{}/", d.display());
+        let (code, _, err) = rscc(&["synth", "--topo", &topo, "--op", "allreduce", "-o", &dir]);
+        assert_eq!(code, 0, "{name}: {err}");
+        let group = || -> serde_json::Value {
+            let (code, out, err) = rscc(&["verify", &dir, "--json"]);
+            assert_eq!(code, 0, "{err}");
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            v["groups"][0].clone()
+        };
+        let g = group();
+        assert_eq!(g["op"], "allreduce");
+        assert_eq!(g["served"], g["calls"], "{name}: {g}");
+        let mut fused = Vec::new();
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let file = p.file_name().unwrap().to_string_lossy().to_string();
+            let prog = rscc::front::msccl_xml::load(&p).unwrap();
+            if file.starts_with("ar.k1-") {
+                assert!(file.contains("-fused-"), "{file}");
+                assert_eq!(prog.nchunksperloop, 1, "{file}");
+                fused.push(p);
+            } else {
+                assert!(prog.nchunksperloop >= prog.ngpus, "{file}");
+            }
+        }
+        assert!(!fused.is_empty(), "{name}: no fused fall-through file");
+        for p in &fused {
+            let f = p.to_str().unwrap();
+            // Counts 1, 3 and 1001 floats.
+            for mode in [&[][..], &["--inplace"][..]] {
+                let mut args = vec!["run", f, "--sizes", "4,12,4004", "--check"];
+                args.extend_from_slice(mode);
+                let (code, out, err) = rscc(&args);
+                assert_eq!(code, 0, "{f} {mode:?}: {out}{err}");
+                assert!(!err.contains("would not select"), "{err}");
+            }
+        }
+        // Without them the odd counts run plain NCCL.
+        for p in &fused {
+            std::fs::remove_file(p).unwrap();
+        }
+        let g = group();
+        let fb = g["fallbacks"].as_array().unwrap();
+        assert!(fb.iter().any(|c| c["count"] == 3), "{g}");
+        assert!(fb.iter().any(|c| c["count"] == (1u64 << 20) + 1), "{g}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+    let _ = std::fs::remove_dir_all(&fab);
 }

@@ -105,12 +105,14 @@ fn bounded_buffer_deadlock_is_caught_not_emitted() {
 }
 
 /// Every band file of a band directory, each read back and verified as
-/// written: (minBytes, maxBytes, path), sorted. The one-chunk-per-shard
-/// fall-through files (`{op}.k1-…`, tests/algo_dir.rs) are verified too
-/// and must lie on a band of their own op's files, but are not bands.
+/// written: (minBytes, maxBytes, path), sorted. The fall-through files
+/// (`{op}.k1-…`, tests/algo_dir.rs) are verified too, serve every count,
+/// and together cover exactly the bands whose files need a count divisor
+/// k > 1, but are not bands.
 fn band_files(dir: &std::path::Path) -> Vec<(i64, Option<i64>, String)> {
     let mut bands = Vec::new();
     let mut falls = Vec::new();
+    let mut divided = Vec::new();
     for e in std::fs::read_dir(dir).expect("the directory") {
         let path = e.expect("entry").path();
         let p = rscc::front::msccl_xml::load(&path).expect("reads back");
@@ -118,17 +120,39 @@ fn band_files(dir: &std::path::Path) -> Vec<(i64, Option<i64>, String)> {
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let row = (p.min_bytes, p.max_bytes, path.display().to_string());
         if path.file_name().unwrap().to_string_lossy().contains(".k1-") {
-            assert_eq!(p.nchunksperloop, p.ngpus, "{}", path.display());
+            assert_eq!(p.count_divisor(), 1, "{}", path.display());
             falls.push(row);
         } else {
+            if p.count_divisor() > 1 {
+                divided.push(row.clone());
+            }
             bands.push(row);
         }
     }
-    for f in &falls {
-        assert!(
-            bands.iter().any(|b| (b.0, b.1) == (f.0, f.1)),
-            "{f:?} lies on no band: {bands:?}"
-        );
+    // Both sets are unions of intervals with endpoints among these
+    // points: equal on the points and their neighbours, equal everywhere.
+    let range = |r: &(i64, Option<i64>, String)| {
+        let hi = match r.1 {
+            None | Some(0) => i64::MAX,
+            Some(m) => m,
+        };
+        (r.0, hi)
+    };
+    let covers = |set: &[(i64, Option<i64>, String)], x: i64| {
+        set.iter().any(|r| {
+            let (lo, hi) = range(r);
+            lo <= x && x <= hi
+        })
+    };
+    for r in divided.iter().chain(&falls) {
+        let (lo, hi) = range(r);
+        for x in [lo - 1, lo, hi, hi.saturating_add(1)] {
+            assert_eq!(
+                covers(&divided, x),
+                covers(&falls, x),
+                "at {x} B: bands needing k > 1 {divided:?}, fall-through files {falls:?}"
+            );
+        }
     }
     bands.sort();
     bands

@@ -85,7 +85,7 @@ fn dgx1_frontier_schedules_lower_and_verify() {
         };
         let alg = to_reduce_scatter(&s);
         alg.check().unwrap_or_else(|e| panic!("{p}: {e}"));
-        assert_eq!(alg.spec.chunks, p.chunks);
+        assert_eq!(alg.spec.chunks(), p.chunks);
         assert_eq!(alg.transfers.len(), 8 * 7 * p.chunks);
         assert_eq!(alg.num_steps(), p.rounds);
         let prog = lower(&alg, &LowerOptions::default()).unwrap_or_else(|e| panic!("{p}: {e}"));

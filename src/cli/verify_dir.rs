@@ -288,7 +288,7 @@ fn print_text(r: &Report) {
     }
     for g in &r.groups {
         println!(
-            "{} ({} runtime), {} ranks, {}: {} of {} calls served (counts 1 .. 2^k and 3, 999, 1000, 12345, 300001 up to nBytes 4 GiB; float and bfloat16; in and out of place)",
+            "{} ({} runtime), {} ranks, {}: {} of {} calls served (counts 2^k and 2^k + 1, 999, 1000, 12345, 300001 up to nBytes 4 GiB; float and bfloat16; in and out of place)",
             r.dir, r.runtime, g.ranks, g.op, g.served, g.calls
         );
         let w = g.per_file.iter().map(|f| f.0.len()).max().unwrap_or(0);

@@ -132,6 +132,23 @@ fn candidates(
             Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
             Err(e) => return Err(e),
         }
+        // Every allreduce also fused: one chunk up and down its shallowest
+        // tree pair, which serves every count (Algorithm::fused).
+        let fused: Vec<Compiled> = found
+            .iter()
+            .filter_map(|c| c.algorithm.fused().map(|f| (c.algo, f)))
+            .filter_map(|(a, f)| {
+                let name = f.name.clone();
+                match super::fit::first_fit(t.topo, a, vec![crate::synth::ready(f)], opts, false) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        skipped.push(format!("{name}: {e}"));
+                        None
+                    }
+                }
+            })
+            .collect();
+        found.extend(fused);
         for c in found {
             // A candidate identical to an earlier one (e.g. a mixture
             // that puts all weight on one family) is not scored twice.
@@ -302,7 +319,7 @@ impl Selection {
                 let name = format!(
                     "{}-{rt}{}-{}-{}.xml",
                     program.coll.short(),
-                    c.algo.name(),
+                    c.form(),
                     b.min_bytes,
                     b.max_bytes
                         .map(|m| m.to_string())
@@ -317,49 +334,89 @@ impl Selection {
             .collect()
     }
 
-    /// Chunks per shard of band `b`'s schedule (k = nchunksperloop / ngpus):
-    /// the runtime takes its file only for counts that are multiples of k
-    /// (docs/msccl-xml.md "Which file a call gets").
+    /// The count divisor k of band `b`'s schedule (chunks per shard for
+    /// reduce-scatter and allgather, all chunks for allreduce,
+    /// [`Program::count_divisor`]): the runtime takes its file only for
+    /// counts that are multiples of k (docs/msccl-xml.md "Which file a
+    /// call gets").
     pub fn band_k(&self, b: &Band) -> usize {
-        let p = &self.candidates[b.candidate].program;
-        (p.nchunksperloop / p.ngpus.max(1)).max(1) as usize
+        self.candidates[b.candidate].program.count_divisor().max(1) as usize
     }
 
-    /// Fall-through files for the bands whose schedule needs k > 1: for
-    /// each, the schedule of `one` (a selection over the same sizes whose
-    /// candidates have one chunk per shard) with the least total time over
-    /// the band's scored sizes, limited to the band and named
-    /// `{op}.k1-ALGO-MIN-MAX.xml`, which sorts after every `{op}-…` file
-    /// ('.' > '-'), so the executor takes it exactly for the counts the
-    /// band's own file rejects. Returns the file and the index of its
-    /// schedule in `one.candidates`.
+    /// Fall-through files for the bands whose schedule needs k > 1. `one`
+    /// is a selection over the same sizes, made with one chunk per shard;
+    /// of its schedules, those that serve every count (k = 1: one chunk
+    /// per shard, or for allreduce a fused schedule of one chunk) and every
+    /// size compete per scored size inside the band, and each run of sizes
+    /// one of them wins becomes a file limited to that part of the band and
+    /// named `{op}.k1-ALGO-MIN-MAX.xml`. That name sorts after every
+    /// `{op}-…` file ('.' > '-'), so the executor takes it exactly for the
+    /// counts the band's own file rejects. Returns each file and the index
+    /// of its schedule in `one.candidates`.
     pub fn fall_through_files(&self, one: &Selection) -> Vec<(BandFile, usize)> {
-        let mut out = Vec::new();
+        let eligible: Vec<usize> = (0..one.candidates.len())
+            .filter(|&c| {
+                let x = &one.candidates[c];
+                x.program.count_divisor() == 1 && x.max_size.is_none()
+            })
+            .collect();
+        if eligible.is_empty() {
+            return Vec::new();
+        }
+        // (min, max, schedule in `one`, the band's own candidate).
+        let mut parts: Vec<(u64, Option<u64>, usize, usize)> = Vec::new();
         for b in self.bands.iter().filter(|b| self.band_k(b) > 1) {
-            let inside: Vec<usize> = (0..self.sizes.len())
-                .filter(|&i| {
-                    let s = self.sizes[i];
-                    s >= b.min_bytes && b.max_bytes.is_none_or(|m| s <= m)
-                })
+            let inside = |s: u64| s >= b.min_bytes && b.max_bytes.is_none_or(|m| s <= m);
+            let mut at: Vec<(u64, usize)> = one
+                .sizes
+                .iter()
+                .enumerate()
+                .filter(|&(_, &s)| inside(s))
+                .map(|(j, &s)| (s, j))
                 .collect();
-            let total = |c: usize| -> f64 {
-                inside
+            if at.is_empty() {
+                // A band above every scored size: judged at the largest.
+                at.push((b.min_bytes, one.sizes.len() - 1));
+            }
+            let best = |j: usize| -> usize {
+                *eligible
                     .iter()
-                    .filter_map(|&i| one.sizes.iter().position(|&x| x == self.sizes[i]))
-                    .map(|j| one.times_us[c][j])
-                    .sum()
+                    .min_by(|&&x, &&y| {
+                        one.times_us[x][j]
+                            .total_cmp(&one.times_us[y][j])
+                            .then(x.cmp(&y))
+                    })
+                    .expect("an eligible schedule")
             };
-            let best = (0..one.candidates.len())
-                .filter(|&c| {
-                    let p = &one.candidates[c].program;
-                    p.nchunksperloop == p.ngpus
-                })
-                .filter(|&c| total(c).is_finite())
-                .min_by(|&x, &y| total(x).total_cmp(&total(y)).then(x.cmp(&y)));
-            let Some(c) = best else { continue };
+            // Runs of sizes with one winner: (first size, winner).
+            let mut runs: Vec<(u64, usize)> = Vec::new();
+            for &(s, j) in &at {
+                let w = best(j);
+                if runs.last().is_none_or(|r| r.1 != w) {
+                    runs.push((s, w));
+                }
+            }
+            for (i, &(lo, c)) in runs.iter().enumerate() {
+                let min_bytes = if i == 0 { b.min_bytes } else { lo };
+                let max_bytes = match runs.get(i + 1) {
+                    Some(&(next, _)) => Some(next - 1),
+                    None => b.max_bytes,
+                };
+                // One file across bands where the same schedule wins on
+                // both sides of their boundary.
+                match parts.last_mut() {
+                    Some(p) if p.2 == c && p.1.is_some_and(|m| m + 1 == min_bytes) => {
+                        p.1 = max_bytes;
+                    }
+                    _ => parts.push((min_bytes, max_bytes, c, b.candidate)),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (min_bytes, max_bytes, c, primary) in parts {
             let mut program = one.candidates[c].program.clone();
-            program.min_bytes = b.min_bytes as i64;
-            program.max_bytes = Some(program.runtime.encode_max_bytes(b.max_bytes));
+            program.min_bytes = min_bytes as i64;
+            program.max_bytes = Some(program.runtime.encode_max_bytes(max_bytes));
             let rt = match program.runtime {
                 crate::ir::Runtime::Rccl => "rccl-",
                 _ => "",
@@ -367,16 +424,20 @@ impl Selection {
             let name = format!(
                 "{}.k1-{rt}{}-{}-{}.xml",
                 program.coll.short(),
-                one.candidates[c].algo.name(),
-                b.min_bytes,
-                b.max_bytes
+                one.candidates[c].form(),
+                min_bytes,
+                max_bytes
                     .map(|m| m.to_string())
                     .unwrap_or_else(|| "inf".into())
             );
             out.push((
                 BandFile {
                     name,
-                    band: b.clone(),
+                    band: Band {
+                        min_bytes,
+                        max_bytes,
+                        candidate: primary,
+                    },
                     program,
                 },
                 c,

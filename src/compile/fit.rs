@@ -19,7 +19,8 @@ pub fn first_fit(
     opts: &CompileOptions,
     limited: bool,
 ) -> Result<Compiled, CompileError> {
-    let lopts = opts.lower_options(topo, algo);
+    let lopts = opts.lower_options(topo, algo, false);
+    let fused = opts.lower_options(topo, algo, true);
     let vopts = VerifyOptions {
         max_tbs: Some(opts.tb_budget(topo)),
         ..VerifyOptions::default()
@@ -27,7 +28,8 @@ pub fn first_fit(
     let mut fallbacks = Vec::new();
     for cand in cands {
         let alg = cand();
-        let program = match lower::lower(&alg, &lopts) {
+        let lopts = if alg.spec.is_fused() { &fused } else { &lopts };
+        let program = match lower::lower(&alg, lopts) {
             Ok(p) => p,
             Err(LowerError::Algorithm(m)) => {
                 return Err(CompileError::Internal(format!(

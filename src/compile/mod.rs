@@ -89,10 +89,12 @@ impl CompileOptions {
         o
     }
 
-    /// The lowering options of this request for a schedule of `algo`.
-    pub fn lower_options(&self, topo: &Topology, algo: Algo) -> LowerOptions {
+    /// The lowering options of this request for a schedule of `algo`
+    /// (`fused`: a fused allreduce, named `ar_fused_`).
+    pub fn lower_options(&self, topo: &Topology, algo: Algo, fused: bool) -> LowerOptions {
         let op = match self.op {
             Collective::ReduceScatter => String::new(),
+            Collective::AllReduce if fused => "ar_fused_".to_string(),
             o => format!("{}_", o.short()),
         };
         // The runtime a file is for is in its name where it is not the
@@ -136,6 +138,18 @@ pub struct Compiled {
     /// splits them into one message per chunk, so `maxBytes` says where
     /// the split starts (docs/verifier.md). None: every size.
     pub max_size: Option<u64>,
+}
+
+impl Compiled {
+    /// The synthesizer's name, and `-fused` for a fused allreduce (file
+    /// names of band directories).
+    pub fn form(&self) -> String {
+        if self.algorithm.spec.is_fused() {
+            format!("{}-fused", self.algo.name())
+        } else {
+            self.algo.name().to_string()
+        }
+    }
 }
 
 #[derive(Debug, Clone, thiserror::Error)]

@@ -23,7 +23,7 @@ pub(crate) fn run(
 ) -> Result<Yield, CompileError> {
     let topo = t.topo;
     let op = t.op;
-    let lopts = opts.lower_options(topo, algo);
+    let lopts = opts.lower_options(topo, algo, false);
     let sms = Some(opts.tb_budget(topo));
     let simopts = SimOptions::for_runtime(opts.lower.runtime);
     let size = search.score_size();

@@ -43,7 +43,7 @@ impl Halves {
     /// The allgather half for reduce-scatter `rs` of `algo`: made for the
     /// reversed machine with `rs`'s chunk count, else `rs`'s own dual.
     fn allgather(&self, algo: Algo, rs: &Algorithm) -> Algorithm {
-        let k = rs.spec.chunks;
+        let k = rs.spec.chunks();
         let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
         let half = made.entry((algo, k)).or_insert_with(|| {
             let mut o = self.opts.clone();

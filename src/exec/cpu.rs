@@ -66,7 +66,8 @@ pub(crate) struct Buffers<T> {
 }
 
 impl<T: Elem> Buffers<T> {
-    pub fn new(plan: &Plan, max_count: usize) -> Result<Self, ExecError> {
+    /// Buffers for chunks of up to `chunk_max` elements.
+    pub fn new(plan: &Plan, chunk_max: usize) -> Result<Self, ExecError> {
         let n = plan.nranks;
         let alloc = |len: usize| -> Result<Vec<T>, ExecError> {
             let mut v = Vec::new();
@@ -75,7 +76,6 @@ impl<T: Elem> Buffers<T> {
             v.resize(len, T::default());
             Ok(v)
         };
-        let chunk_max = max_count * n / plan.c;
         let mut b = Buffers {
             input: Vec::new(),
             output: Vec::new(),
@@ -717,7 +717,6 @@ pub(crate) struct PhaseTimes {
 pub(crate) fn run<T: Elem, O: Op<T>>(
     plan: &Plan,
     geo: Geometry,
-    count: usize,
     bufs: &mut Buffers<T>,
     phases: &[u64],
     mut between: impl FnMut(usize, &[&[T]]),
@@ -728,7 +727,6 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         plan.bufs.i_chunks * geo.chunk,
         plan.bufs.o_chunks * geo.chunk,
     );
-    let _ = count;
     for r in 0..n {
         if bufs.input[r].len() < i_len || bufs.output[r].len() < o_len {
             return Err(ExecError::Size(

@@ -314,14 +314,18 @@ fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// recvcount for a requested per-rank input size: a multiple of C/N, at
-/// least one element per chunk.
-pub fn count_for(size_bytes: u64, esize: usize, ngpus: usize, c: usize) -> u64 {
+/// Elements per chunk for a requested size (nccl-tests' S, the full
+/// buffer): whole loops of C chunks, at least one element per chunk.
+pub fn chunk_for(size_bytes: u64, esize: usize, c: usize) -> u64 {
     let elems = size_bytes / esize.max(1) as u64;
-    let c = c.max(1) as u64;
-    // Whole loops of C chunks, then nccl-tests' count of that size.
-    let e = (elems - elems % c).max(c);
-    Collective::ReduceScatter.element_count(ngpus, e, 1)
+    (elems / c.max(1) as u64).max(1)
+}
+
+/// recvcount (elements of each rank's shard) for a requested size of a
+/// schedule whose C is a multiple of `ngpus`: a multiple of C/N, at least
+/// one element per chunk.
+pub fn count_for(size_bytes: u64, esize: usize, ngpus: usize, c: usize) -> u64 {
+    chunk_for(size_bytes, esize, c) * c.max(1) as u64 / ngpus.max(1) as u64
 }
 
 fn run_typed<T: Elem, O: Op<T>>(
@@ -332,20 +336,21 @@ fn run_typed<T: Elem, O: Op<T>>(
 ) -> Result<Vec<SizeResult>, ExecError> {
     let n = plan.nranks;
     let esz = std::mem::size_of::<T>();
-    let counts: Vec<(u64, usize)> = opts
+    let chunks: Vec<(u64, usize)> = opts
         .sizes
         .iter()
-        .map(|&s| (s, count_for(s, esz, n, plan.c) as usize))
+        .map(|&s| (s, chunk_for(s, esz, plan.c) as usize))
         .collect();
-    let max_count = counts.iter().map(|c| c.1).max().unwrap_or(0);
-    if max_count.saturating_mul(n).saturating_mul(esz) > (1usize << 40) {
+    let max_chunk = chunks.iter().map(|c| c.1).max().unwrap_or(0);
+    if max_chunk.saturating_mul(plan.c).saturating_mul(esz) > (1usize << 40) {
         return Err(ExecError::Size("sizes above 1 TiB per rank".into()));
     }
-    let mut bufs = cpu::Buffers::<T>::new(plan, max_count)?;
+    let mut bufs = cpu::Buffers::<T>::new(plan, max_chunk)?;
     let mut rows = Vec::new();
     let max_cnt = plan.max_cnt();
-    for (req, count) in counts {
-        let chunk = count * n / plan.c;
+    for (req, chunk) in chunks {
+        // The full buffer (nccl-tests' S), in elements.
+        let full = chunk * plan.c;
         let (tile, merge) = plan::tile_and_merge(chunk, opts.tile_bytes / esz, max_cnt, esz);
         let geo = cpu::Geometry {
             chunk,
@@ -355,9 +360,7 @@ fn run_typed<T: Elem, O: Op<T>>(
             inplace,
             stall: opts.stall_timeout,
             workers: match opts.workers {
-                0 => {
-                    cpu::auto_workers(cores(), (n + 1) * count * n * esz).min(plan.tbs.len().max(1))
-                }
+                0 => cpu::auto_workers(cores(), (n + 1) * full * esz).min(plan.tbs.len().max(1)),
                 w => w.min(plan.tbs.len().max(1)),
             },
             fault: opts.inject_fault,
@@ -369,13 +372,13 @@ fn run_typed<T: Elem, O: Op<T>>(
             vec![opts.warmup, opts.iters]
         };
         let mut checked: Option<(u64, Vec<WrongChunk>)> = None;
-        let times = cpu::run::<T, O>(plan, geo, count, &mut bufs, &phases, |pi, outs| {
+        let times = cpu::run::<T, O>(plan, geo, &mut bufs, &phases, |pi, outs| {
             if opts.check && pi == 0 {
-                checked = Some(check_outputs::<T, O>(plan.coll, outs, n, count, chunk));
+                checked = Some(check_outputs::<T, O>(plan.coll, outs, n, plan.c, chunk));
             }
         })?;
         let secs = times.secs.last().copied().unwrap_or(0.0) / opts.iters as f64;
-        let size_bytes = (count * n * esz) as u64;
+        let size_bytes = (full * esz) as u64;
         let mut row = SizeResult::measured(
             plan.coll,
             size_bytes,
@@ -429,20 +432,21 @@ fn fill_inputs<T: Elem, O: Op<T>>(
 }
 
 /// Compare every rank's output with the reference; count wrong elements per
-/// (rank, output chunk). The reference of output element e at rank r: the
-/// reduction over ranks of global element r·count + e (reduce-scatter,
-/// `count` per rank) or e (allreduce), or the owner's input, bit for bit
-/// (allgather: the owner of e is e / count). Ranks are checked on all
-/// cores.
-fn check_outputs<T: Elem, O: Op<T>>(
+/// (rank, output chunk), for a schedule of `c` chunks of `chunk` elements.
+/// The reference of output element e at rank r: the reduction over ranks
+/// of global element r·shard + e (reduce-scatter, `shard` = c/n chunks per
+/// rank) or e (allreduce), or the owner's input, bit for bit (allgather:
+/// the owner of e is e / shard). Ranks are checked on all cores.
+pub(crate) fn check_outputs<T: Elem, O: Op<T>>(
     coll: Collective,
     outs: &[&[T]],
     n: usize,
-    count: usize,
+    c: usize,
     chunk: usize,
 ) -> (u64, Vec<WrongChunk>) {
-    let shard_chunks = count / chunk.max(1);
-    let len = coll.buffers(n * shard_chunks, n).o_chunks * chunk;
+    let shard_chunks = c / n.max(1);
+    let count = shard_chunks * chunk;
+    let len = coll.buffers(c, n).o_chunks * chunk;
     let ranks: Vec<usize> = (0..outs.len()).collect();
     let per_rank = crate::par::map(&ranks, |&r| {
         let mut total = 0;

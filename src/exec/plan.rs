@@ -129,7 +129,8 @@ pub(crate) fn build(p: &Program) -> Result<Plan, ExecError> {
         )));
     }
     let n = p.ngpus as usize;
-    if p.nchunksperloop < 1 || p.nchunksperloop % p.ngpus != 0 {
+    let shards = p.coll != Collective::AllReduce;
+    if p.nchunksperloop < 1 || (shards && p.nchunksperloop % p.ngpus != 0) {
         return Err(ExecError::Unsupported(format!(
             "nchunksperloop={} is not a positive multiple of ngpus={}",
             p.nchunksperloop, p.ngpus

@@ -157,6 +157,67 @@ impl Algorithm {
         }
     }
 
+    /// The fused allreduce of this allreduce: one chunk, the whole buffer,
+    /// reduced up the in-tree of one of rank 0's chunks and broadcast down
+    /// that chunk's out-tree — one pass up and one down a tree instead of a
+    /// reduce-scatter and an allgather over shards. Of rank 0's chunks the
+    /// one whose two trees are shallowest (fewest hops from the farthest
+    /// leaf, summed; the lowest index on ties). Steps and channels keep
+    /// their order, renumbered densely. None for anything but a composed
+    /// allreduce.
+    pub fn fused(&self) -> Option<Algorithm> {
+        let spec = self.spec;
+        if spec.coll != Collective::AllReduce || spec.is_fused() || spec.ranks < 2 {
+            return None;
+        }
+        let chunks = (0..spec.total).take_while(|&c| spec.owner(c) == 0);
+        let depth = |c: usize| -> usize {
+            // Hops to the root: a reduce edge's sender is one deeper than
+            // its receiver, a copy edge's receiver one deeper than its
+            // sender (parents before children in step order).
+            let mut red = vec![0usize; spec.ranks];
+            let mut up: Vec<&Transfer> = self.transfers.iter().filter(|t| t.chunk == c).collect();
+            up.sort_by_key(|t| std::cmp::Reverse(t.step));
+            for t in up {
+                red[t.src] = red[t.dst] + 1;
+            }
+            let mut cp = vec![0usize; spec.ranks];
+            let mut down: Vec<&Transfer> = self.bcast.iter().filter(|t| t.chunk == c).collect();
+            down.sort_by_key(|t| t.step);
+            for t in down {
+                cp[t.dst] = cp[t.src] + 1;
+            }
+            red.iter().max().copied().unwrap_or(0) + cp.iter().max().copied().unwrap_or(0)
+        };
+        let c = chunks.min_by_key(|&c| (depth(c), c))?;
+        let keep = |v: &[Transfer]| -> Vec<Transfer> {
+            v.iter()
+                .filter(|t| t.chunk == c)
+                .map(|t| Transfer { chunk: 0, ..*t })
+                .collect()
+        };
+        let (mut transfers, mut bcast) = (keep(&self.transfers), keep(&self.bcast));
+        let dense = |key: fn(&Transfer) -> usize, all: &[Transfer]| -> Vec<usize> {
+            let mut v: Vec<usize> = all.iter().map(key).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let all: Vec<Transfer> = transfers.iter().chain(&bcast).copied().collect();
+        let steps = dense(|t| t.step, &all);
+        let chans = dense(|t| t.channel, &all);
+        for t in transfers.iter_mut().chain(bcast.iter_mut()) {
+            t.step = steps.binary_search(&t.step).expect("a kept step");
+            t.channel = chans.binary_search(&t.channel).expect("a kept channel");
+        }
+        Some(Algorithm {
+            name: format!("{} fused", self.name),
+            spec: Spec { total: 1, ..spec },
+            transfers,
+            bcast,
+        })
+    }
+
     /// Check the trees the op needs: reduce in-trees for reduce-scatter
     /// and allreduce, copy out-trees for allgather and allreduce, none of
     /// the other kind; in an allreduce every rank's broadcast receive comes
@@ -439,6 +500,23 @@ mod tests {
         let mut mixed = ag.clone();
         mixed.transfers = chain_rs().transfers;
         assert!(mixed.check().is_err());
+    }
+
+    #[test]
+    fn the_fused_allreduce_runs_one_chunk_up_and_down_rank_0s_trees() {
+        let rs = chain_rs();
+        let ar = Algorithm::allreduce(&rs, &rs.allgather_dual());
+        let f = ar.fused().expect("a composed allreduce fuses");
+        f.check().unwrap();
+        assert_eq!(f.spec.total_chunks(), 1);
+        assert!(f.spec.is_fused());
+        assert_eq!(f.spec.count_divisor(), 1);
+        // Chunk 0's chain 2 -> 1 -> 0, then 0 -> 1 -> 2, in four steps.
+        let mut edges: Vec<_> = f.edges().map(|t| (t.step, t.src, t.dst)).collect();
+        edges.sort_unstable();
+        assert_eq!(edges, vec![(0, 2, 1), (1, 1, 0), (2, 0, 1), (3, 1, 2)]);
+        assert!(f.fused().is_none(), "fusing twice");
+        assert!(rs.fused().is_none(), "a reduce-scatter does not fuse");
     }
 
     #[test]

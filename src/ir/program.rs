@@ -387,6 +387,17 @@ impl Program {
         self.runtime.serves(self.min_bytes, self.max_bytes, bytes)
     }
 
+    /// The factor NCCL's `count` must have for the runtime to take this
+    /// file (`count × sizeMultiplier` a multiple of C, msccl-selection.md
+    /// §2): C / R for reduce-scatter (recvcount) and allgather
+    /// (sendcount), C for allreduce (count); 1 serves every count.
+    pub fn count_divisor(&self) -> i64 {
+        match self.coll {
+            Collective::AllReduce => self.nchunksperloop,
+            _ => self.chunks_per_shard(),
+        }
+    }
+
     /// Chunks per rank's output shard (C / R for reduce-scatter).
     pub fn chunks_per_shard(&self) -> i64 {
         if self.ngpus > 0 {

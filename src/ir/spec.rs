@@ -1,8 +1,13 @@
 //! The collective specification: what must be computed, independent of how.
 //!
 //! Pre- and post-conditions as data (SCCL style), over `ranks` ranks and
-//! `ranks * chunks` global chunks; global chunk c belongs to rank
-//! `c / chunks` ([`Spec::owner`]):
+//! `total` global chunks (`nchunksperloop`); global chunk c belongs to
+//! rank `c · ranks / total` ([`Spec::owner`]). A reduce-scatter or an
+//! allgather cuts each rank's shard into `chunks = total / ranks` chunks,
+//! so chunk c belongs to rank `c / chunks`; an allreduce may have any
+//! number of chunks, fewer than the ranks included (a fused allreduce of
+//! one chunk reduces the whole buffer to rank 0 and broadcasts it from
+//! there):
 //!
 //! | op | pre: rank r holds | post: rank r holds |
 //! |---|---|---|
@@ -15,14 +20,16 @@
 
 use super::program::Collective;
 
-/// A collective over `ranks` ranks, each rank's shard cut into `chunks`
-/// chunks (so the full buffer holds `ranks * chunks`).
+/// A collective over `ranks` ranks and `total` chunks per loop (for a
+/// reduce-scatter or an allgather, `ranks` shards of `total / ranks`
+/// chunks each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Spec {
     pub coll: Collective,
     pub ranks: usize,
-    /// Chunks per rank's shard.
-    pub chunks: usize,
+    /// Chunks of the full buffer (`nchunksperloop`): a multiple of `ranks`
+    /// for reduce-scatter and allgather, any count ≥ 1 for allreduce.
+    pub total: usize,
     /// The schedule must be correct when the buffers alias as the op's
     /// in-place call does ([`Collective::buffers`]).
     pub inplace: bool,
@@ -32,13 +39,22 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The op over `ranks` shards of `chunks` chunks each.
     pub fn new(coll: Collective, ranks: usize, chunks: usize) -> Self {
         Spec {
             coll,
             ranks,
-            chunks,
+            total: ranks * chunks,
             inplace: true,
             outofplace: true,
+        }
+    }
+    /// A fused allreduce: `total` chunks, possibly fewer than the ranks,
+    /// each reduced to and broadcast from its [`Spec::owner`].
+    pub fn fused_allreduce(ranks: usize, total: usize) -> Self {
+        Spec {
+            total,
+            ..Spec::new(Collective::AllReduce, ranks, 0)
         }
     }
     pub fn reduce_scatter(ranks: usize, chunks: usize) -> Self {
@@ -46,13 +62,33 @@ impl Spec {
     }
     /// Total chunks of the full buffer (`nchunksperloop`).
     pub fn total_chunks(&self) -> usize {
-        self.ranks * self.chunks
+        self.total
+    }
+    /// Chunks per rank's shard (`total / ranks`; 0 for a fused allreduce
+    /// of fewer chunks than ranks).
+    pub fn chunks(&self) -> usize {
+        self.total / self.ranks.max(1)
     }
     /// The rank global chunk `c` belongs to: where its reduction ends
     /// (reduce-scatter), where its broadcast starts (allgather), where the
-    /// two meet (allreduce).
+    /// two meet (allreduce). With shards of k chunks this is `c / k`.
     pub fn owner(&self, c: usize) -> usize {
-        c / self.chunks
+        c * self.ranks / self.total.max(1)
+    }
+    /// A fused allreduce: fewer chunks than ranks, so each chunk's trees
+    /// span the whole buffer's share of it instead of a shard.
+    pub fn is_fused(&self) -> bool {
+        self.coll == Collective::AllReduce && self.total < self.ranks
+    }
+    /// The factor NCCL's `count` must have for the runtime to take a file
+    /// of this spec (msccl-selection.md §2): chunks per shard for
+    /// reduce-scatter (recvcount) and allgather (sendcount), all chunks
+    /// for allreduce (count).
+    pub fn count_divisor(&self) -> usize {
+        match self.coll {
+            Collective::AllReduce => self.total,
+            _ => self.chunks(),
+        }
     }
 }
 

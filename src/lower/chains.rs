@@ -90,7 +90,7 @@ pub(super) fn build(
     let spec = alg.spec;
     let n = spec.ranks;
     let total = spec.total_chunks();
-    let cps = spec.chunks;
+    let cps = spec.chunks();
     let lo = ranks.start;
     let mut per_rank = vec![0usize; ranks.len()];
     for t in alg.edges() {

@@ -115,7 +115,7 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
     for t in alg.edges() {
         *per_conn.entry((t.src, t.dst, t.channel)).or_default() += 1;
     }
-    let blocks_hint = alg.spec.chunks.max(1);
+    let blocks_hint = alg.spec.chunks().max(1);
     let crowded = per_conn
         .values()
         .any(|&k| k.div_ceil(blocks_hint) > max_steps);

@@ -58,8 +58,8 @@ pub fn direct_algorithm(spec: Spec) -> Algorithm {
     let n = spec.ranks;
     let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
     for o in 0..n {
-        for j in 0..spec.chunks {
-            let chunk = o * spec.chunks + j;
+        for j in 0..spec.chunks() {
+            let chunk = o * spec.chunks() + j;
             for s in (0..n).filter(|&s| s != o) {
                 let step = (o + n - s - 1) % n;
                 transfers.push(Transfer {

@@ -132,7 +132,7 @@ pub fn estimate(topo: &Topology, a: &Algorithm, levels: usize) -> Option<f64> {
         .iter()
         .map(|(&e, &l)| l / topo.graph[petgraph::graph::EdgeIndex::new(e)].capacity_gbps())
         .fold(0.0, f64::max);
-    Some(u * fill(topo.num_ranks(), a.spec.chunks, levels))
+    Some(u * fill(topo.num_ranks(), a.spec.chunks(), levels))
 }
 
 /// The chunk count in `1..=max_chunks` with the least [`estimate`]. More

@@ -197,8 +197,8 @@ pub fn hier_tree(spec: Spec, hosts: &[Vec<usize>], abroad: usize, radix: usize) 
     }
     let mut transfers = Vec::new();
     for (o, &(ho, ko)) in where_.iter().enumerate() {
-        for j in 0..spec.chunks {
-            let chunk = o * spec.chunks + j;
+        for j in 0..spec.chunks() {
+            let chunk = o * spec.chunks() + j;
             // Host-mates of o that go abroad, and where to.
             let away = |k: usize| -> Option<usize> {
                 let d = (k + g - ko) % g;

@@ -152,7 +152,7 @@ pub struct Mixture {
 pub fn link_loads(topo: &Topology, fam: &Algorithm) -> Result<HashMap<usize, f64>, String> {
     let mut loads: HashMap<usize, f64> = HashMap::new();
     let mut trees: HashMap<usize, Vec<Option<petgraph::graph::EdgeIndex>>> = HashMap::new();
-    let per_chunk = 1.0 / fam.spec.chunks as f64;
+    let per_chunk = 1.0 / fam.spec.chunks() as f64;
     for t in &fam.transfers {
         let pred = trees.entry(t.src).or_insert_with(|| topo.route_tree(t.src));
         let r = topo

@@ -368,7 +368,7 @@ fn hamiltonian(n: usize, edge: impl Fn(usize, usize) -> bool) -> Option<Vec<usiz
 /// shard (at most `rings.len()` rings are used: one per chunk block).
 pub fn ring_algorithm(spec: Spec, rings: &[Vec<usize>]) -> Algorithm {
     let n = spec.ranks;
-    let c = spec.chunks;
+    let c = spec.chunks();
     let r = rings.len().min(c).max(1);
     let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
     for (ri, ring) in rings.iter().take(r).enumerate() {

@@ -210,7 +210,7 @@ impl HopGraph {
         (units.round() as usize).clamp(1, MAX_TREE_CLASSES)
     }
 
-    /// The latency-tree algorithm with `spec.chunks` tree classes of one
+    /// The latency-tree algorithm with `spec.chunks()` tree classes of one
     /// chunk each (`spec.ranks` must be the topology's rank count).
     ///
     /// Chunk j of every shard belongs to class j and gets its own trees:
@@ -225,7 +225,7 @@ impl HopGraph {
     /// of one level on one connection.
     pub fn algorithm(&self, spec: Spec) -> Algorithm {
         assert_eq!(spec.ranks, self.n, "spec and hop graph disagree on ranks");
-        self.weighted(&vec![1; spec.chunks])
+        self.weighted(&vec![1; spec.chunks()])
     }
 
     /// *Graded* classes: `grades` groups of k classes, the classes of
@@ -253,7 +253,7 @@ impl HopGraph {
         assert!(weights.iter().all(|&w| w > 0), "empty tree class");
         let spec = Spec::reduce_scatter(n, weights.iter().sum());
         let k = weights.len();
-        let total = spec.chunks;
+        let total = spec.chunks();
         let (dist, depth) = (&self.dist, self.depth);
         let parents = self.parents(weights);
         let mut uses: FxHashMap<(usize, usize, usize), usize> = FxHashMap::default();
@@ -311,7 +311,7 @@ impl HopGraph {
         let g = pieces.len();
         let member: usize = pieces.iter().sum();
         let spec = Spec::reduce_scatter(n, k * member);
-        let total = spec.chunks;
+        let total = spec.chunks();
         let dist = &self.dist;
         let parents = self.parents(&vec![member; k]);
         // Channel bases: piece (i, q) → i·g + q; member i's slack
@@ -420,7 +420,7 @@ impl HopGraph {
     }
 }
 
-/// The latency-tree algorithm with `spec.chunks` tree classes, or None
+/// The latency-tree algorithm with `spec.chunks()` tree classes, or None
 /// when some rank cannot reach an owner through hops
 /// ([`HopGraph::algorithm`]).
 pub fn tree_algorithm(spec: Spec, topo: &Topology) -> Option<Algorithm> {
@@ -577,7 +577,7 @@ mod tests {
         a.check().unwrap();
         assert_eq!(a.name, "tree-graded2");
         // Weights 1 ×6, 2 ×6: 18 chunks per shard, twelve classes.
-        assert_eq!(a.spec.chunks, 18);
+        assert_eq!(a.spec.chunks(), 18);
         let p = lower(&a, &LowerOptions::default()).unwrap();
         crate::verify::verify(&p, &Default::default()).unwrap();
         let mut cnts: Vec<i64> = p.steps().map(|s| s.cnt).collect();
@@ -631,7 +631,7 @@ mod tests {
         let a = g.pieced(2, &PIECES);
         a.check().unwrap();
         assert_eq!(a.name, "tree-pieced");
-        assert_eq!(a.spec.chunks, 20);
+        assert_eq!(a.spec.chunks(), 20);
         let p = lower(&a, &LowerOptions::default()).unwrap();
         let mut cnts: Vec<i64> = p.steps().map(|s| s.cnt).collect();
         cnts.sort_unstable();

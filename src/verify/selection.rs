@@ -86,12 +86,16 @@ pub fn select(rt: Runtime, files: &[&Program], call: &Call) -> Pick {
     }
 }
 
-/// The counts the directory check sweeps: every power of two up to `top`
-/// and the awkward ones a framework issues (odd, 1000, 12345, 300001).
+/// The counts the directory check sweeps: every power of two up to `top`,
+/// the odd count above each (2^k + 1: a gradient bucket's count is any
+/// number, at every size) and the awkward ones a framework issues (999,
+/// 1000, 12345, 300001).
 pub fn sweep_counts(top: u64) -> Vec<u64> {
     let mut v: Vec<u64> = (0..63)
         .map(|e| 1u64 << e)
         .take_while(|&c| c <= top)
+        .flat_map(|c| [c, c + 1])
+        .filter(|&c| c <= top)
         .collect();
     for c in [3, 999, 1000, 12345, 300_001] {
         if c <= top {

@@ -5,7 +5,7 @@
 //!
 //! - the program ([`program`]): `ngpus`
 //!   (≥ 1), `nchannels` (1..=32), `geometry` (nchunksperloop a positive
-//!   multiple of ngpus; in-place or out-of-place allowed), `bytes-window`
+//!   multiple of ngpus, or for allreduce ≥ 1; in-place or out-of-place allowed), `bytes-window`
 //!   (0 ≤ minBytes; maxBytes 0 or ≥ minBytes), `gpu-ids` (one `<gpu>` per
 //!   rank).
 //! - each GPU ([`gpu`]): `geometry` (`i_chunks`, `o_chunks` as the op's
@@ -29,7 +29,7 @@
 
 use super::{VerifyError, VerifyOptions};
 use crate::ir::msccl;
-use crate::ir::{Buf, GpuProgram, Location, Program, StepKind, Threadblock};
+use crate::ir::{Buf, Collective, GpuProgram, Location, Program, StepKind, Threadblock};
 use std::collections::HashMap;
 
 /// Most TBs with a send (or receive) peer on one channel.
@@ -126,13 +126,20 @@ fn program(p: &Program, errs: &mut Vec<VerifyError>) -> bool {
             p.nchannels
         );
     }
-    if p.nchunksperloop < 1 || p.nchunksperloop % p.ngpus != 0 {
+    // Reduce-scatter and allgather cut the buffer into ngpus shards; an
+    // allreduce may have any number of chunks (msccl-xml.md §5).
+    let shards = p.coll != Collective::AllReduce;
+    if p.nchunksperloop < 1 || (shards && p.nchunksperloop % p.ngpus != 0) {
+        let want = if shards {
+            format!("a positive multiple of ngpus {}", p.ngpus)
+        } else {
+            "at least 1".to_string()
+        };
         fail!(
             errs,
             "geometry",
-            "nchunksperloop {} must be a positive multiple of ngpus {}",
-            p.nchunksperloop,
-            p.ngpus
+            "nchunksperloop {} must be {want}",
+            p.nchunksperloop
         );
         return false;
     }

@@ -212,7 +212,7 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
         })
         .collect();
     let refs: Vec<&[T]> = outs.iter().map(|v| v.as_slice()).collect();
-    let (wrong, _) = check_outputs::<T, O>(pl.coll, &refs, n, count as usize, chunk as usize);
+    let (wrong, _) = check_outputs::<T, O>(pl.coll, &refs, n, pl.c, chunk as usize);
     (status, wrong)
 }
 

@@ -338,7 +338,7 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
                 plan.coll,
                 &refs,
                 n,
-                count as usize,
+                plan.c,
                 chunk as usize,
             ));
         }
