@@ -4,7 +4,7 @@
 # allreduce into one directory, then `rscc verify DIR/ --json` (RCCL's
 # selection for the AMD machine, whose files are RCCL's). Per topology and
 # op: calls of the sweep served, files, and the fall-through files
-# (`OP.k1-*`) with the share of calls they take. Prints a table and
+# (`OP.k1-*`, `ar.k1.fused-*`) with the calls they take. Prints a table and
 # writes JSON.
 #
 #   bench/dirs.sh [RSCC_BIN] [OUT.json]
@@ -37,7 +37,7 @@ for path in sorted(glob.glob(os.path.join(tmp, "*.json"))):
     for g in v["groups"]:
         short = {"reduce-scatter": "rs", "allgather": "ag", "allreduce": "ar"}[g["op"]]
         per = g["per_file"]
-        k1 = [f for f in per if f[0].startswith(short + ".k1-")]
+        k1 = [f for f in per if f[0].startswith(short + ".k1")]
         taken = sum(f[1] for f in k1)
         row = {
             "topology": name, "runtime": v["runtime"], "op": g["op"], "ranks": g["ranks"],

@@ -242,10 +242,11 @@ fn threadblock_budget_and_sm_share() {
 /// An allreduce file serves only counts that are multiples of its
 /// nchunksperloop (sizeMultiplier is 1), and a composed allreduce has at
 /// least ngpus chunks. `-o DIR/` also writes fused allreduces of one chunk
-/// (`ar.k1-*-fused-*`, one pass up and one down a tree), so every count of
-/// the sweep gets an rscc schedule — 1 to 7, and the odd count beside
-/// every power of two — on a shipped machine and on a generated fabric,
-/// and those files run correct at such counts, in place and out of place.
+/// (`ar.k1.fused-*`, one pass up and one down a tree) where they are no
+/// slower than the ring, so the counts 1 to 7 and the odd counts of small
+/// calls get an rscc schedule — on shipped machines and a generated fabric
+/// — and those files run correct at such counts, in place and out of
+/// place; what is left to the runtime, `synth` says.
 #[test]
 fn fused_allreduces_serve_every_count() {
     let fab = tmp("fused-topology");
@@ -262,12 +263,14 @@ fn fused_allreduces_serve_every_count() {
     assert_eq!(code, 0, "{err}");
     for (name, topo) in [
         ("dgx-h100", "topologies/dgx-h100.json".to_string()),
+        ("dgx1-v100", "topologies/dgx1-v100.json".to_string()),
         ("fabric", fab_topo.display().to_string()),
     ] {
         let d = tmp(&format!("fused-{name}"));
         let dir = format!("{}/", d.display());
-        let (code, _, err) = rscc(&["synth", "--topo", &topo, "--op", "allreduce", "-o", &dir]);
-        assert_eq!(code, 0, "{name}: {err}");
+        let (code, _, synth_err) =
+            rscc(&["synth", "--topo", &topo, "--op", "allreduce", "-o", &dir]);
+        assert_eq!(code, 0, "{name}: {synth_err}");
         let group = || -> serde_json::Value {
             let (code, out, err) = rscc(&["verify", &dir, "--json"]);
             assert_eq!(code, 0, "{err}");
@@ -276,16 +279,42 @@ fn fused_allreduces_serve_every_count() {
         };
         let g = group();
         assert_eq!(g["op"], "allreduce");
-        assert_eq!(g["served"], g["calls"], "{name}: {g}");
+        let fb = g["fallbacks"].as_array().unwrap();
+        // Every call up to 64 KiB is served; larger odd counts may be
+        // left to the runtime, and then synth said so.
+        for c in fb {
+            assert!(c["bytes"].as_u64().unwrap() > 65536, "{name}: {c}");
+        }
+        if !fb.is_empty() {
+            assert!(
+                synth_err.contains("are left to the runtime's own allreduce"),
+                "{synth_err}"
+            );
+        }
+        if name == "dgx1-v100" {
+            // Its bands need counts that are multiples of 48 or 144, which
+            // no power of two is: those with a multiple of 8 get the
+            // one-chunk-per-shard tier, composed, before the fused one.
+            let per = g["per_file"].as_array().unwrap();
+            let calls = |prefix: &str| -> u64 {
+                per.iter()
+                    .filter(|f| f[0].as_str().unwrap().starts_with(prefix))
+                    .map(|f| f[1].as_u64().unwrap())
+                    .sum()
+            };
+            assert!(calls("ar.k1-") > 0 && calls("ar.k1.fused-") > 0, "{per:?}");
+        }
         let mut fused = Vec::new();
         for e in std::fs::read_dir(&d).unwrap() {
             let p = e.unwrap().path();
             let file = p.file_name().unwrap().to_string_lossy().to_string();
             let prog = rscc::front::msccl_xml::load(&p).unwrap();
-            if file.starts_with("ar.k1-") {
-                assert!(file.contains("-fused-"), "{file}");
+            if file.starts_with("ar.k1.fused-") {
                 assert_eq!(prog.nchunksperloop, 1, "{file}");
                 fused.push(p);
+            } else if file.starts_with("ar.k1-") {
+                // One chunk per shard: the multiples of ngpus.
+                assert_eq!(prog.nchunksperloop, prog.ngpus, "{file}");
             } else {
                 assert!(prog.nchunksperloop >= prog.ngpus, "{file}");
             }
@@ -309,7 +338,7 @@ fn fused_allreduces_serve_every_count() {
         let g = group();
         let fb = g["fallbacks"].as_array().unwrap();
         assert!(fb.iter().any(|c| c["count"] == 3), "{g}");
-        assert!(fb.iter().any(|c| c["count"] == (1u64 << 20) + 1), "{g}");
+        assert!(fb.iter().any(|c| c["count"] == 999), "{g}");
         let _ = std::fs::remove_dir_all(&d);
     }
     let _ = std::fs::remove_dir_all(&fab);

@@ -405,12 +405,13 @@ impl FileOut {
 }
 
 /// Write the band files (and fall-through files) into `dir`; notes on
-/// files of other schedules it replaced go to `replaced`.
+/// files of other schedules it replaced, and on counts it leaves to the
+/// runtime, go to `notes`.
 fn write_bands(
     sel: &Selection,
     one: Option<&Selection>,
     dir: &Path,
-    replaced: &mut Vec<String>,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<FileOut>, CliError> {
     std::fs::create_dir_all(dir).map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
     let mut out = Vec::new();
@@ -423,8 +424,16 @@ fn write_bands(
         })
         .collect();
     if let Some(one) = one {
-        for (f, c) in sel.fall_through_files(one) {
+        let ft = sel.fall_through_files(one);
+        for (f, c) in ft.files {
             files.push((f, &one.candidates[c]));
+        }
+        for (lo, hi) in ft.left {
+            let hi = hi.map_or("∞".to_string(), |m| format!("{m} B"));
+            notes.push(format!(
+                "from {lo} B to {hi}, no schedule that serves every count is as fast as the ring, so the counts the band files reject (not multiples of their count divisor) are left to the runtime's own {}",
+                sel.candidates[0].program.coll.display()
+            ));
         }
     }
     for (f, c) in files {
@@ -432,7 +441,7 @@ fn write_bands(
         // Replacing another machine's file of the same name loses it.
         if let Ok(old) = crate::front::msccl_xml::load(&path) {
             if old.name != f.program.name {
-                replaced.push(format!(
+                notes.push(format!(
                     "{}: replaced a file written for another schedule or machine ({}); keep one machine per directory",
                     path.display(),
                     old.name

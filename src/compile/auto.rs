@@ -280,6 +280,18 @@ fn choose(
     (winners, bands)
 }
 
+/// The fall-through files of a band directory
+/// ([`Selection::fall_through_files`]).
+#[derive(Debug, Clone)]
+pub struct FallThrough {
+    /// Each file and the index of its schedule in the one-chunk selection.
+    pub files: Vec<(BandFile, usize)>,
+    /// Size ranges [min, max] (None: unbounded) of bands needing k > 1
+    /// where no schedule that serves every count is as fast as the ring:
+    /// the counts the band's files reject are left to the runtime there.
+    pub left: Vec<(u64, Option<u64>)>,
+}
+
 /// One file of a band directory (`rscc synth -o DIR/`).
 #[derive(Debug, Clone)]
 pub struct BandFile {
@@ -343,94 +355,133 @@ impl Selection {
         self.candidates[b.candidate].program.count_divisor().max(1) as usize
     }
 
-    /// Fall-through files for the bands whose schedule needs k > 1. `one`
-    /// is a selection over the same sizes, made with one chunk per shard;
-    /// of its schedules, those that serve every count (k = 1: one chunk
-    /// per shard, or for allreduce a fused schedule of one chunk) and every
-    /// size compete per scored size inside the band, and each run of sizes
-    /// one of them wins becomes a file limited to that part of the band and
-    /// named `{op}.k1-ALGO-MIN-MAX.xml`. That name sorts after every
-    /// `{op}-…` file ('.' > '-'), so the executor takes it exactly for the
-    /// counts the band's own file rejects. Returns each file and the index
-    /// of its schedule in `one.candidates`.
-    pub fn fall_through_files(&self, one: &Selection) -> Vec<(BandFile, usize)> {
-        let eligible: Vec<usize> = (0..one.candidates.len())
-            .filter(|&c| {
-                let x = &one.candidates[c];
-                x.program.count_divisor() == 1 && x.max_size.is_none()
-            })
+    /// Fall-through files for the bands whose schedule needs a count
+    /// divisor k > 1. `one` is a selection over the same sizes, made with
+    /// one chunk per shard. Its schedules form tiers by their own divisor
+    /// d, a proper divisor of k: d = 1 serves every count (one chunk per
+    /// shard for reduce-scatter and allgather, a fused allreduce of one
+    /// chunk), and for an allreduce d = ngpus (one chunk per shard,
+    /// composed) serves the multiples of ngpus at the composed schedule's
+    /// bandwidth. Per tier, the tier's schedules that run at every size
+    /// compete per scored size inside the band, and each run of sizes one
+    /// of them wins becomes a file limited to that part of the band
+    /// (merged across bands where the same schedule wins on both sides) —
+    /// at the sizes where the winner is no slower than `one`'s ring. The
+    /// ring stands for what the runtime runs for a count no file serves
+    /// (NCCL's ring); a one-chunk allreduce slower than it would make those
+    /// calls slower than plain NCCL, so there the calls are left to the
+    /// runtime, and `left` says where.
+    /// Names sort after the band's own `{op}-…` file and larger divisors
+    /// first — `{op}.k1-ALGO-MIN-MAX.xml` for one chunk per shard, then
+    /// `ar.k1.fused-ALGO-MIN-MAX.xml` ('-' < '.') — so the executor takes
+    /// each exactly for the counts every earlier file rejects.
+    pub fn fall_through_files(&self, one: &Selection) -> FallThrough {
+        let divisor = |c: usize| one.candidates[c].program.count_divisor().max(1) as usize;
+        let mut tiers: Vec<usize> = (0..one.candidates.len())
+            .filter(|&c| one.candidates[c].max_size.is_none())
+            .map(divisor)
             .collect();
-        if eligible.is_empty() {
-            return Vec::new();
-        }
+        tiers.sort_unstable_by(|a, b| b.cmp(a));
+        tiers.dedup();
+        let ring = (0..one.candidates.len()).find(|&c| {
+            let x = &one.candidates[c];
+            x.algo == Algo::Ring && !x.algorithm.spec.is_fused() && x.max_size.is_none()
+        });
+        let mut left: Vec<(u64, Option<u64>)> = Vec::new();
         // (min, max, schedule in `one`, the band's own candidate).
         let mut parts: Vec<(u64, Option<u64>, usize, usize)> = Vec::new();
-        for b in self.bands.iter().filter(|b| self.band_k(b) > 1) {
-            let inside = |s: u64| s >= b.min_bytes && b.max_bytes.is_none_or(|m| s <= m);
-            let mut at: Vec<(u64, usize)> = one
-                .sizes
-                .iter()
-                .enumerate()
-                .filter(|&(_, &s)| inside(s))
-                .map(|(j, &s)| (s, j))
+        for d in tiers {
+            let eligible: Vec<usize> = (0..one.candidates.len())
+                .filter(|&c| one.candidates[c].max_size.is_none() && divisor(c) == d)
                 .collect();
-            if at.is_empty() {
-                // A band above every scored size: judged at the largest.
-                at.push((b.min_bytes, one.sizes.len() - 1));
-            }
-            let best = |j: usize| -> usize {
-                *eligible
+            let needs = |b: &&Band| {
+                let k = self.band_k(b);
+                k > d && k % d == 0
+            };
+            let tier_start = parts.len();
+            for b in self.bands.iter().filter(needs) {
+                let inside = |s: u64| s >= b.min_bytes && b.max_bytes.is_none_or(|m| s <= m);
+                let mut at: Vec<(u64, usize)> = one
+                    .sizes
                     .iter()
-                    .min_by(|&&x, &&y| {
+                    .enumerate()
+                    .filter(|&(_, &s)| inside(s))
+                    .map(|(j, &s)| (s, j))
+                    .collect();
+                if at.is_empty() {
+                    // A band above every scored size: judged at the largest.
+                    at.push((b.min_bytes, one.sizes.len() - 1));
+                }
+                let best = |j: usize| -> Option<usize> {
+                    let w = *eligible.iter().min_by(|&&x, &&y| {
                         one.times_us[x][j]
                             .total_cmp(&one.times_us[y][j])
                             .then(x.cmp(&y))
-                    })
-                    .expect("an eligible schedule")
-            };
-            // Runs of sizes with one winner: (first size, winner).
-            let mut runs: Vec<(u64, usize)> = Vec::new();
-            for &(s, j) in &at {
-                let w = best(j);
-                if runs.last().is_none_or(|r| r.1 != w) {
-                    runs.push((s, w));
-                }
-            }
-            for (i, &(lo, c)) in runs.iter().enumerate() {
-                let min_bytes = if i == 0 { b.min_bytes } else { lo };
-                let max_bytes = match runs.get(i + 1) {
-                    Some(&(next, _)) => Some(next - 1),
-                    None => b.max_bytes,
+                    })?;
+                    let t = |c: usize| one.times_us[c][j];
+                    ring.is_none_or(|r| t(w) <= t(r)).then_some(w)
                 };
-                // One file across bands where the same schedule wins on
-                // both sides of their boundary.
-                match parts.last_mut() {
-                    Some(p) if p.2 == c && p.1.is_some_and(|m| m + 1 == min_bytes) => {
-                        p.1 = max_bytes;
+                // Runs of sizes with one winner (or none): (first size, winner).
+                let mut runs: Vec<(u64, Option<usize>)> = Vec::new();
+                for &(s, j) in &at {
+                    let w = best(j);
+                    if runs.last().is_none_or(|r| r.1 != w) {
+                        runs.push((s, w));
                     }
-                    _ => parts.push((min_bytes, max_bytes, c, b.candidate)),
+                }
+                for (i, &(lo, w)) in runs.iter().enumerate() {
+                    let min_bytes = if i == 0 { b.min_bytes } else { lo };
+                    let max_bytes = match runs.get(i + 1) {
+                        Some(&(next, _)) => Some(next - 1),
+                        None => b.max_bytes,
+                    };
+                    let Some(c) = w else {
+                        if d == 1 {
+                            match left.last_mut() {
+                                Some(l) if l.1.is_some_and(|m| m + 1 == min_bytes) => {
+                                    l.1 = max_bytes
+                                }
+                                _ => left.push((min_bytes, max_bytes)),
+                            }
+                        }
+                        continue;
+                    };
+                    // One file across bands where the same schedule wins on
+                    // both sides of their boundary.
+                    match parts[tier_start..].last_mut() {
+                        Some(p) if p.2 == c && p.1.is_some_and(|m| m + 1 == min_bytes) => {
+                            p.1 = max_bytes;
+                        }
+                        _ => parts.push((min_bytes, max_bytes, c, b.candidate)),
+                    }
                 }
             }
         }
-        let mut out = Vec::new();
+        let mut files = Vec::new();
         for (min_bytes, max_bytes, c, primary) in parts {
-            let mut program = one.candidates[c].program.clone();
+            let x = &one.candidates[c];
+            let mut program = x.program.clone();
             program.min_bytes = min_bytes as i64;
             program.max_bytes = Some(program.runtime.encode_max_bytes(max_bytes));
             let rt = match program.runtime {
                 crate::ir::Runtime::Rccl => "rccl-",
                 _ => "",
             };
+            let tier = if x.algorithm.spec.is_fused() {
+                "k1.fused"
+            } else {
+                "k1"
+            };
             let name = format!(
-                "{}.k1-{rt}{}-{}-{}.xml",
+                "{}.{tier}-{rt}{}-{}-{}.xml",
                 program.coll.short(),
-                one.candidates[c].form(),
+                x.algo.name(),
                 min_bytes,
                 max_bytes
                     .map(|m| m.to_string())
                     .unwrap_or_else(|| "inf".into())
             );
-            out.push((
+            files.push((
                 BandFile {
                     name,
                     band: Band {
@@ -443,6 +494,6 @@ impl Selection {
                 c,
             ));
         }
-        out
+        FallThrough { files, left }
     }
 }
