@@ -396,7 +396,7 @@ impl Selection {
                 .collect();
             let needs = |b: &&Band| {
                 let k = self.band_k(b);
-                k > d && k % d == 0
+                k > d && k.is_multiple_of(d)
             };
             let tier_start = parts.len();
             for b in self.bands.iter().filter(needs) {
