@@ -111,10 +111,10 @@ pub struct SynthArgs {
     /// Runtime the file targets (default: rccl for AMD GPUs, else executor).
     #[arg(long, value_enum)]
     pub runtime: Option<RuntimeArg>,
-    /// At most N threadblocks per rank (default: half the GPUs' SMs, so
-    /// that two collectives fit beside each other, e.g. FSDP's
-    /// reduce-scatter beside the next allgather; never more than the SMs,
-    /// nor 64 on RCCL). MSCCL needs every threadblock resident at once.
+    /// At most N threadblocks per rank (default: the GPUs' SM count, and
+    /// 64 on RCCL). MSCCL needs every threadblock resident at once: leave
+    /// SMs free where collectives overlap each other or compute (FSDP's
+    /// reduce-scatter beside the next allgather: about half the SMs each).
     #[arg(long, value_name = "N")]
     pub max_tbs: Option<usize>,
     /// Only in-place calls (default: both in-place and out-of-place).

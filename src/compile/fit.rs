@@ -43,12 +43,9 @@ pub fn first_fit(
             }
         };
         if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
-            let why = match topo.min_sms().map(|s| s as usize) {
+            let why = match topo.min_sms() {
                 _ if opts.max_tbs == Some(m) => format!("the requested {m} (--max-tbs)"),
-                Some(s) if s == m => format!("the GPU's {m} SMs"),
-                Some(s) if super::default_tb_budget(s) == m => format!(
-                    "the default budget of {m}, half the GPU's {s} SMs (--max-tbs raises it)"
-                ),
+                Some(s) if s as usize == m => format!("the GPU's {m} SMs"),
                 _ => format!("the {} runtime's {m}", opts.lower.runtime.name()),
             };
             fallbacks.push(format!(

@@ -59,11 +59,10 @@ pub struct CompileOptions {
     /// What the emitted file says (protocol, runtime, call modes, size
     /// band); its `name` is set per schedule ([`CompileOptions::lower_options`]).
     pub lower: LowerOptions,
-    /// At most this many threadblocks per rank (None: half the GPUs' SMs,
-    /// [`default_tb_budget`]). An MSCCL kernel needs all its threadblocks
-    /// resident at once; a budget below the SMs leaves room for a second
-    /// collective running beside it. Never more than the SMs or the
-    /// runtime's limit.
+    /// At most this many threadblocks per rank (None: the GPUs' SMs and the
+    /// runtime's limit). An MSCCL kernel needs all its threadblocks
+    /// resident at once; a lower budget leaves SMs to compute kernels and
+    /// to a second collective running beside it.
     pub max_tbs: Option<usize>,
 }
 
@@ -115,34 +114,14 @@ impl CompileOptions {
         }
     }
 
-    /// Threadblocks per rank a schedule may use: the request's `max_tbs`,
-    /// else [`default_tb_budget`] of the GPUs' SMs; never more than the SMs
-    /// (all of them must be co-resident) or the runtime's threadblock limit
-    /// (64 on RCCL).
+    /// Threadblocks per rank a schedule may use: at most the GPUs' SMs
+    /// (all of them must be co-resident), the runtime's threadblock limit
+    /// (64 on RCCL) and the request's `max_tbs`.
     pub fn tb_budget(&self, topo: &Topology) -> usize {
-        let sms = topo.min_sms().map(|s| s as usize);
-        let asked = match (self.max_tbs, sms) {
-            (Some(m), _) => m,
-            (None, Some(s)) => default_tb_budget(s),
-            (None, None) => usize::MAX,
-        };
-        asked
-            .min(sms.unwrap_or(usize::MAX))
-            .min(self.lower.runtime.max_tb_id())
+        let sms = topo.min_sms().map_or(usize::MAX, |s| s as usize);
+        sms.min(self.lower.runtime.max_tb_id())
+            .min(self.max_tbs.unwrap_or(usize::MAX))
     }
-}
-
-/// The default threadblock budget per rank on GPUs of `sms` SMs: half of
-/// them. An MSCCL kernel's threadblocks spin on each other and on peers,
-/// so all of them must be resident at once. Compute kernels finish and
-/// free their SMs, but two collective kernels that wait on each other's
-/// progress across ranks (FSDP's reduce-scatter beside the next
-/// allgather, on two streams) do not: each must fit beside the other, so
-/// neither may need more than half the SMs. (NCCL's own kernels take one
-/// threadblock per channel, at most 32 by default, under a quarter of an
-/// H100's 132.) `--max-tbs` raises it up to the SMs.
-pub fn default_tb_budget(sms: usize) -> usize {
-    (sms / 2).max(1)
 }
 
 /// A verified schedule and where it came from.
