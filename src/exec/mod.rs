@@ -95,11 +95,12 @@ pub struct WrongChunk {
 /// One size's result, in nccl-tests' definitions.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SizeResult {
-    /// Per-rank input bytes actually run (S = count · N · sizeof).
+    /// nccl-tests' S actually run: the full buffer, C whole chunks.
     pub size_bytes: u64,
     /// The size asked for, when it had to be rounded.
     pub requested_bytes: u64,
-    /// recvcount (elements of each rank's output).
+    /// NCCL's count of the call: recvcount (reduce-scatter), sendcount
+    /// (allgather), count (allreduce).
     pub count: u64,
     pub time_us: f64,
     pub algbw_gbps: f64,
@@ -321,13 +322,6 @@ pub fn chunk_for(size_bytes: u64, esize: usize, c: usize) -> u64 {
     (elems / c.max(1) as u64).max(1)
 }
 
-/// recvcount (elements of each rank's shard) for a requested size of a
-/// schedule whose C is a multiple of `ngpus`: a multiple of C/N, at least
-/// one element per chunk.
-pub fn count_for(size_bytes: u64, esize: usize, ngpus: usize, c: usize) -> u64 {
-    chunk_for(size_bytes, esize, c) * c.max(1) as u64 / ngpus.max(1) as u64
-}
-
 fn run_typed<T: Elem, O: Op<T>>(
     plan: &plan::Plan,
     opts: &RunOptions,
@@ -505,12 +499,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn count_rounds_down_to_whole_chunks() {
-        // 8 ranks, 8 chunks per loop, f32: 1 KiB = 256 elements -> 32 each.
-        assert_eq!(count_for(1024, 4, 8, 8), 32);
+    fn sizes_round_down_to_whole_chunks() {
+        // 8 chunks per loop, f32: 1 KiB = 256 elements -> 32 per chunk.
+        assert_eq!(chunk_for(1024, 4, 8), 32);
         // 1000 B = 250 elements -> 248 (multiple of 8) -> 31.
-        assert_eq!(count_for(1000, 4, 8, 8), 31);
+        assert_eq!(chunk_for(1000, 4, 8), 31);
         // Below one element per chunk: rounded up to one.
-        assert_eq!(count_for(4, 4, 8, 64), 8);
+        assert_eq!(chunk_for(4, 4, 64), 1);
+        // One chunk (a fused allreduce): every element count as asked.
+        assert_eq!(chunk_for(4004, 4, 1), 1001);
     }
 }

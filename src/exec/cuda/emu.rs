@@ -9,7 +9,7 @@
 use super::layout::{self, DevStep, DevTb};
 use super::{Raw, KERNEL_SRC};
 use crate::exec::elem::{self, Max, Min, Op, Prod, Sum};
-use crate::exec::{check_outputs, count_for, plan, DType, RedOp};
+use crate::exec::{check_outputs, chunk_for, plan, DType, RedOp};
 use crate::ir::spec::Alias;
 use crate::ir::{Collective, Program};
 use half::{bf16, f16};
@@ -100,8 +100,10 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
     let enc = layout::encode(&pl).unwrap();
     let n = pl.nranks;
     let esz = std::mem::size_of::<T>() as u64;
-    let count = count_for(c.size, esz as usize, n, pl.c);
-    let chunk = count * n as u64 / pl.c as u64;
+    let chunk = chunk_for(c.size, esz as usize, pl.c);
+    let count = pl
+        .coll
+        .element_count(n, chunk * pl.c as u64 * esz, esz as usize);
     let geo = layout::geometry(chunk, c.tile_bytes, esz, c.slots, pl.max_cnt() as u64);
     let mut f: Vec<u8> = Vec::new();
     let put = |f: &mut Vec<u8>, v: u64| f.extend_from_slice(&v.to_le_bytes());
@@ -293,6 +295,37 @@ fn emulated_kernel_runs_shipped_schedules() {
             let at = format!("{f} at {size} B, tile {tile} B, inplace {inplace}");
             assert_eq!(st[0], 0, "{at}: stall {st:?}");
             assert_eq!(wrong, 0, "{at}");
+        }
+    }
+}
+
+/// A fused allreduce (one chunk per loop) at element counts that are not
+/// multiples of the ranks: 1, 3 and 1001 floats, small and many tiles.
+#[test]
+fn emulated_kernel_runs_a_fused_allreduce_at_any_count() {
+    if skip() {
+        return;
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for (t, algo) in [
+        ("ring8.json", crate::synth::Algo::Ring),
+        ("dgx-h100.json", crate::synth::Algo::Direct),
+    ] {
+        let topo = crate::front::load_topology(&root.join("topologies").join(t)).unwrap();
+        let mut opts = crate::compile::CompileOptions::algo(algo, Some(1));
+        opts.op = Collective::AllReduce;
+        let c = crate::compile::compile(&topo, &opts).unwrap();
+        let fused = c.algorithm.fused().expect("a composed allreduce fuses");
+        let p = crate::lower::lower(&fused, &Default::default()).unwrap();
+        crate::verify::verify(&p, &Default::default()).unwrap();
+        assert_eq!(p.nchunksperloop, 1);
+        for (size, tile) in [(4, 128), (12, 128), (4004, 128), (4004, 256 << 10)] {
+            for inplace in [false, true] {
+                let (st, wrong) = run::<f32, Sum>(&p, &case(size, tile, inplace));
+                let at = format!("{t} fused {algo:?} at {size} B, tile {tile}, inplace {inplace}");
+                assert_eq!(st[0], 0, "{at}: stall {st:?}");
+                assert_eq!(wrong, 0, "{at}");
+            }
         }
     }
 }

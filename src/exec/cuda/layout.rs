@@ -134,27 +134,22 @@ fn round_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a) * a
 }
 
-/// Buffer layout for the largest recvcount `max_count` of a collective with
-/// buffers `io` (chunks of `i` and `o` per loop of `plan_c` chunks): ranks
+/// Buffer layout for chunks of up to `max_chunk` elements of a collective
+/// with buffers `io` (chunks of `i` and `o` per loop): ranks
 /// mapped to the same device (`device_of[r]`) share one arena per device.
 /// Both ranges are reserved whatever the call mode; `io_offsets` says where
 /// an in-place call's buffers lie. Returns each rank's ranges and each
 /// device's arena size.
 pub fn buffer_layout(
-    plan_c: usize,
     io: Buffers,
     s_chunks: &[usize],
-    max_count: u64,
+    max_chunk: u64,
     esize: u64,
     device_of: &[usize],
 ) -> Result<(Vec<RankBufs>, Vec<u64>), ExecError> {
-    let n = s_chunks.len() as u64;
     let ndev = device_of.iter().copied().max().map_or(0, |d| d + 1);
     let mut arena = vec![0u64; ndev];
-    let chunk = max_count
-        .checked_mul(n)
-        .map(|x| x / plan_c.max(1) as u64)
-        .ok_or_else(|| ExecError::Size("size overflows".into()))?;
+    let chunk = max_chunk;
     let mut out = Vec::with_capacity(s_chunks.len());
     let ovf = || ExecError::Size("buffer sizes overflow".into());
     let bytes_of = |chunks: u64| {
@@ -363,9 +358,9 @@ mod tests {
 
     #[test]
     fn layout_is_aligned_disjoint_and_sized() {
-        // 3 ranks, C = 6, scratch 0/2/1 chunks, count 10 f32 -> chunk 5.
+        // 3 ranks, C = 6, scratch 0/2/1 chunks, chunks of 5 f32.
         let rs = crate::ir::Collective::ReduceScatter.buffers(6, 3);
-        let (bufs, arena) = buffer_layout(6, rs, &[0, 2, 1], 10, 4, &[0, 0, 0]).unwrap();
+        let (bufs, arena) = buffer_layout(rs, &[0, 2, 1], 5, 4, &[0, 0, 0]).unwrap();
         assert_eq!(arena.len(), 1);
         let mut all: Vec<Range> = Vec::new();
         for b in &bufs {
@@ -385,12 +380,12 @@ mod tests {
             }
         }
         // One device per rank: three arenas, each starting at 0.
-        let (bufs, arena) = buffer_layout(6, rs, &[0, 2, 1], 10, 4, &[0, 1, 2]).unwrap();
+        let (bufs, arena) = buffer_layout(rs, &[0, 2, 1], 5, 4, &[0, 1, 2]).unwrap();
         assert_eq!(arena.len(), 3);
         assert!(bufs.iter().all(|b| b.input.offset == 0));
         // Overflow is an error, not a panic.
         let one = crate::ir::Collective::ReduceScatter.buffers(1, 1);
-        assert!(buffer_layout(1, one, &[1 << 20], u64::MAX / 2, 8, &[0]).is_err());
+        assert!(buffer_layout(one, &[1 << 20], u64::MAX / 2, 8, &[0]).is_err());
     }
 
     #[test]
@@ -403,7 +398,7 @@ mod tests {
             (Collective::AllReduce, 32, 32),
         ] {
             let io = coll.buffers(4, 2);
-            let (bufs, _) = buffer_layout(4, io, &[0, 0], 2, 8, &[0, 0]).unwrap();
+            let (bufs, _) = buffer_layout(io, &[0, 0], 1, 8, &[0, 0]).unwrap();
             for (r, b) in bufs.iter().enumerate() {
                 assert_eq!((b.input.bytes, b.output.bytes), (i_b, o_b), "{coll:?}");
                 let (i, o) = io_offsets(b, io, false, r, 8);

@@ -6,7 +6,7 @@
 
 use super::super::elem::{self, Op};
 use super::super::plan::Plan;
-use super::super::{count_for, ExecError, RunOptions, SizeResult, StallReport, TbWait};
+use super::super::{chunk_for, ExecError, RunOptions, SizeResult, StallReport, TbWait};
 use super::device::{cu, measure_copy, open_devices, ptr, Dev};
 use super::layout::{self, DevStep, DevTb, Geometry, FIFO_CTRL_WORDS, FLAG_WORDS};
 use super::{Mode, Raw};
@@ -64,33 +64,28 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
     } else {
         None
     };
-    let counts: Vec<(u64, u64)> = opts
+    // Elements per chunk of each size (the full buffer is C chunks).
+    let chunks: Vec<(u64, u64)> = opts
         .sizes
         .iter()
-        .map(|&s| (s, count_for(s, esz as usize, n, plan.c)))
+        .map(|&s| (s, chunk_for(s, esz as usize, plan.c)))
         .collect();
-    let max_count = counts.iter().map(|c| c.1).max().unwrap_or(0);
-    let (rank_bufs, arenas) = layout::buffer_layout(
-        plan.c,
-        plan.bufs,
-        &plan.s_chunks,
-        max_count,
-        esz,
-        &device_of,
-    )?;
+    let max_chunk = chunks.iter().map(|c| c.1).max().unwrap_or(0);
+    let (rank_bufs, arenas) =
+        layout::buffer_layout(plan.bufs, &plan.s_chunks, max_chunk, esz, &device_of)?;
     // FIFO slots are allocated once, for the largest tile of any size: with
     // merged calls a smaller size can have the larger tile.
     let max_cnt = plan.max_cnt() as u64;
-    let geo_of = |count: u64| {
+    let geo_of = |chunk: u64| {
         layout::geometry(
-            count * n as u64 / plan.c as u64,
+            chunk,
             opts.tile_bytes as u64,
             esz,
             opts.fifo_slots as u64,
             max_cnt,
         )
     };
-    let max_tile = counts.iter().map(|c| geo_of(c.1).tile).max().unwrap_or(1);
+    let max_tile = chunks.iter().map(|c| geo_of(c.1).tile).max().unwrap_or(1);
     let fifo_b = layout::fifo_bytes(opts.fifo_slots.max(1) as u64, max_tile, esz);
     let threads = devs
         .iter()
@@ -124,22 +119,21 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
         .zip(&arena_mem)
         .map(|(d, m)| ptr(m, &d.stream))
         .collect();
-    // Input and output offsets of rank r for recvcount `count` (aliased
-    // as the op's in-place call aliases them).
-    let io_off = |r: usize, count: u64| -> (u64, u64) {
-        let chunk_b = count * n as u64 / plan.c as u64 * esz;
-        layout::io_offsets(&rank_bufs[r], plan.bufs, inplace, r, chunk_b)
+    // Input and output offsets of rank r for chunks of `chunk` elements
+    // (aliased as the op's in-place call aliases them).
+    let io_off = |r: usize, chunk: u64| -> (u64, u64) {
+        layout::io_offsets(&rank_bufs[r], plan.bufs, inplace, r, chunk * esz)
     };
-    let bufs_for = |count: u64| -> Vec<u64> {
+    let bufs_for = |chunk: u64| -> Vec<u64> {
         let mut t = Vec::with_capacity(3 * n);
         for (r, b) in rank_bufs.iter().enumerate() {
             let base = arena_ptr[device_of[r]];
-            let (i, o) = io_off(r, count);
+            let (i, o) = io_off(r, chunk);
             t.extend([base + i, base + o, base + b.scratch.offset]);
         }
         t
     };
-    let bufs_tab = bufs_for(max_count);
+    let bufs_tab = bufs_for(max_chunk);
     // FIFOs in the consumer's (receiver's) memory.
     let mut fifo_mem = Vec::new();
     let mut fifo_ctrl_mem = Vec::new();
@@ -194,15 +188,14 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
     }
     let mut work: u64;
     let mut rows = Vec::new();
-    for (req, count) in counts {
-        let chunk = count * n as u64 / plan.c as u64;
-        let geo = geo_of(count);
+    for (req, chunk) in chunks {
+        let geo = geo_of(chunk);
         // Progress keys depend on the tile count, so they restart (from
         // zeroed flags) at every size; FIFO counters just keep counting.
         work = 0;
         for (d, t) in devs.iter().zip(tabs.iter_mut()) {
             d.stream
-                .memcpy_htod(&bufs_for(count), &mut t.bufs)
+                .memcpy_htod(&bufs_for(chunk), &mut t.bufs)
                 .map_err(cu("upload buffer table"))?;
             d.stream
                 .memset_zeros(&mut t.flags)
@@ -218,7 +211,7 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
         for r in 0..n {
             let b = &rank_bufs[r];
             let d = &devs[device_of[r]];
-            let (io, oo) = io_off(r, count);
+            let (io, oo) = io_off(r, chunk);
             let base = if plan.coll == Collective::AllGather {
                 r * i_len as usize
             } else {
@@ -284,7 +277,7 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
                 // SAFETY: every pointer in Params is a live device allocation
                 // owned by this function; plan::build checked every buffer
                 // range a step touches against the sizes allocated by
-                // buffer_layout for max_count >= count; FIFO slots hold
+                // buffer_layout for max_chunk >= chunk; FIFO slots hold
                 // `slots` tiles of max_geo.tile >= geo.tile elements; all
                 // blocks are co-resident (checked above), and every wait has
                 // a timeout, so the kernel terminates.
@@ -324,7 +317,7 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
             let mut outs: Vec<Vec<T>> = Vec::with_capacity(n);
             for r in 0..n {
                 let d = &devs[device_of[r]];
-                let off = io_off(r, count).1 as usize;
+                let off = io_off(r, chunk).1 as usize;
                 let arena = &arena_mem[device_of[r]];
                 let o_len = plan.bufs.o_chunks as u64 * chunk;
                 let mut host = vec![0u8; (o_len * esz) as usize];
@@ -366,9 +359,16 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
             ms = ms.max(a.elapsed_ms(b).map_err(cu("elapsed"))? as f64);
         }
         let secs = ms * 1e-3 / opts.iters as f64;
-        let size_bytes = count * n as u64 * esz;
+        let size_bytes = chunk * plan.c as u64 * esz;
         rows.push(super::super::SizeResult::measured(
-            plan.coll, size_bytes, req, count, secs, n, membw, wrong,
+            plan.coll,
+            size_bytes,
+            req,
+            plan.coll.element_count(n, size_bytes, esz as usize),
+            secs,
+            n,
+            membw,
+            wrong,
         ));
     }
     drop((fifo_mem, fifo_ctrl_mem, tabs, arena_mem));
