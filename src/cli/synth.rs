@@ -200,30 +200,20 @@ pub fn run(a: SynthArgs) -> CliResult {
     // get a one-chunk-per-shard file that sorts after them (the executor
     // falls through to it). RCCL reads the directory unsorted: there a
     // count both serve runs either (both are correct), and every other
-    // count still gets rscc's schedule instead of plain RCCL. The
-    // fall-through schedules come from a second selection made with one
-    // chunk per shard, unless every band needs only the fused allreduce
-    // tier: the selection's own candidates have their fused forms.
-    let one: Option<std::borrow::Cow<Selection>> = match &selection {
+    // count still gets rscc's schedule instead of plain RCCL.
+    let one = match &selection {
         Some(sel)
             if to_dir
                 && opts.lower.runtime != Runtime::Legacy
                 && sel.bands.iter().any(|b| sel.band_k(b) > 1) =>
         {
-            let n = topo.num_ranks();
-            let fused_only =
-                opts.op == Collective::AllReduce && sel.bands.iter().all(|b| sel.band_k(b) <= n);
-            if fused_only {
-                Some(std::borrow::Cow::Borrowed(sel))
-            } else {
-                let mut o = opts.clone();
-                o.synth.chunks = Some(1);
-                match auto_with_progress(&topo, &o, &sizes) {
-                    Ok(s) => Some(std::borrow::Cow::Owned(s)),
-                    Err(e) => {
-                        notes.push(format!("no one-chunk-per-shard fall-through files: {e}"));
-                        None
-                    }
+            let mut o = opts.clone();
+            o.synth.chunks = Some(1);
+            match auto_with_progress(&topo, &o, &sizes) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    notes.push(format!("no one-chunk-per-shard fall-through files: {e}"));
+                    None
                 }
             }
         }
@@ -235,7 +225,7 @@ pub fn run(a: SynthArgs) -> CliResult {
     let files = match (&selection, to_dir) {
         (Some(sel), true) => {
             let dir = a.output.as_deref().unwrap_or(Path::new("."));
-            let files = write_bands(sel, one.as_deref(), dir, &mut notes)?;
+            let files = write_bands(sel, one.as_ref(), dir, &mut notes)?;
             let written: Vec<String> = files
                 .iter()
                 .filter_map(|f| Path::new(&f.path).file_name())

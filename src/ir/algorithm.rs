@@ -510,7 +510,6 @@ mod tests {
         f.check().unwrap();
         assert_eq!(f.spec.total_chunks(), 1);
         assert!(f.spec.is_fused());
-        assert_eq!(f.spec.count_divisor(), 1);
         // Chunk 0's chain 2 -> 1 -> 0, then 0 -> 1 -> 2, in four steps.
         let mut edges: Vec<_> = f.edges().map(|t| (t.step, t.src, t.dst)).collect();
         edges.sort_unstable();

@@ -49,14 +49,6 @@ impl Spec {
             outofplace: true,
         }
     }
-    /// A fused allreduce: `total` chunks, possibly fewer than the ranks,
-    /// each reduced to and broadcast from its [`Spec::owner`].
-    pub fn fused_allreduce(ranks: usize, total: usize) -> Self {
-        Spec {
-            total,
-            ..Spec::new(Collective::AllReduce, ranks, 0)
-        }
-    }
     pub fn reduce_scatter(ranks: usize, chunks: usize) -> Self {
         Spec::new(Collective::ReduceScatter, ranks, chunks)
     }
@@ -75,20 +67,10 @@ impl Spec {
     pub fn owner(&self, c: usize) -> usize {
         c * self.ranks / self.total.max(1)
     }
-    /// A fused allreduce: fewer chunks than ranks, so each chunk's trees
-    /// span the whole buffer's share of it instead of a shard.
+    /// A fused allreduce: fewer chunks than ranks, each reduced to one rank
+    /// and broadcast from it (no rank owns a shard).
     pub fn is_fused(&self) -> bool {
         self.coll == Collective::AllReduce && self.total < self.ranks
-    }
-    /// The factor NCCL's `count` must have for the runtime to take a file
-    /// of this spec (msccl-selection.md §2): chunks per shard for
-    /// reduce-scatter (recvcount) and allgather (sendcount), all chunks
-    /// for allreduce (count).
-    pub fn count_divisor(&self) -> usize {
-        match self.coll {
-            Collective::AllReduce => self.total,
-            _ => self.chunks(),
-        }
     }
 }
 
