@@ -4,7 +4,7 @@
 //! than the ring at any scored size.
 
 use super::{compile_offer, small, CompileError, CompileOptions, Compiled, Target};
-use crate::ir::{Program, Topology};
+use crate::ir::{Algorithm, Collective, Program, Topology};
 use crate::sim::{self, SimOptions};
 use crate::synth::{Algo, Offer, REGISTRY};
 
@@ -55,11 +55,20 @@ pub fn auto(
     if sizes.is_empty() {
         return Err(CompileError::Request("no sizes to score".into()));
     }
-    let (candidates, skipped) = candidates(topo, opts, progress)?;
+    let (mut candidates, mut skipped, halves) = candidates(topo, opts, progress)?;
     let mut sorted = sizes.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
-    let times_us = score(topo, &candidates, &sorted, simopts, progress)?;
+    let mut times_us = score(topo, &candidates, &sorted, None, simopts, progress)?;
+    if opts.op == Collective::AllReduce {
+        // Each pair is scored at the sizes it was the best pair for.
+        let (extra, at): (Vec<Compiled>, Vec<Vec<bool>>) =
+            paired(topo, opts, halves, &sorted, simopts, &mut skipped)
+                .into_iter()
+                .unzip();
+        times_us.extend(score(topo, &extra, &sorted, Some(&at), simopts, progress)?);
+        candidates.extend(extra);
+    }
     let (winners, bands) = choose(&candidates, &sorted, &times_us);
     // One schedule for every size: the least total time over the scored
     // sizes, i.e. the least expected time when each scored size is equally
@@ -84,14 +93,20 @@ pub fn auto(
     })
 }
 
+/// Reduce-scatter and allgather halves of allreduce candidates, with the
+/// synthesizer that made them.
+type Halves = Vec<(Algo, Algorithm, Algorithm)>;
+
 /// Every registered synthesizer `auto` scores, compiled: its schedule,
 /// its search's extras and its small-message schedule, without repeats;
-/// and why each synthesizer or candidate was skipped.
+/// why each synthesizer or candidate was skipped; and for an allreduce
+/// every candidate's halves, its allreduce fitting or not
+/// ([`Target::made_halves`], and those of every compiled candidate).
 fn candidates(
     topo: &Topology,
     opts: &CompileOptions,
     progress: Option<Progress>,
-) -> Result<(Vec<Compiled>, Vec<String>), CompileError> {
+) -> Result<(Vec<Compiled>, Vec<String>, Halves), CompileError> {
     let t = Target::new(topo, opts);
     let ctx = t.context(&opts.synth)?;
     let mut candidates: Vec<Compiled> = Vec::new();
@@ -167,15 +182,108 @@ fn candidates(
             }
         }
     }
-    Ok((candidates, skipped))
+    let mut halves = t.made_halves();
+    for c in &candidates {
+        if let Some((rs, ag)) = c.algorithm.halves() {
+            if !halves.iter().any(|h| h.1 == rs && h.2 == ag) {
+                halves.push((c.algo, rs, ag));
+            }
+        }
+    }
+    Ok((candidates, skipped, halves))
+}
+
+/// Allreduces of two synthesizers: at every scored size, the fastest
+/// reduce-scatter half of the allreduce candidates followed by the fastest
+/// allgather half ([`Algorithm::paired`]), where the two come from
+/// different candidates. A composed candidate is one synthesizer's
+/// reduce-scatter and its own allgather; the best pair of halves often is
+/// not (a pieced tree's reduce-scatter and a plain tree's allgather), and
+/// running it as one program makes the allreduce no slower than the
+/// reduce-scatter followed by the allgather wherever the pair fits the
+/// runtime. Each half is scored as its own op's program.
+fn paired(
+    topo: &Topology,
+    opts: &CompileOptions,
+    halves: Halves,
+    sorted: &[u64],
+    simopts: &SimOptions,
+    skipped: &mut Vec<String>,
+) -> Vec<(Compiled, Vec<bool>)> {
+    if halves.len() < 2 {
+        return Vec::new();
+    }
+    // Per half and size its simulated time as its own op's program (∞
+    // where it does not lower within the runtime's limits and the SMs, or
+    // does not run to the end). Only scored: nothing here is emitted
+    // unless its allreduce passes `first_fit` below.
+    let budget = opts.tb_budget(topo);
+    let time = |op: Collective, a: &Algorithm, algo: Algo| -> Vec<f64> {
+        let o = CompileOptions { op, ..opts.clone() };
+        let p = crate::lower::lower(a, &o.lower_options(topo, algo, false))
+            .ok()
+            .filter(|p| p.max_tbs_per_rank() <= budget);
+        sorted
+            .iter()
+            .map(|&s| {
+                p.as_ref()
+                    .and_then(|p| sim::simulate(p, topo, s, simopts).ok())
+                    .map_or(f64::INFINITY, |r| r.time_us)
+            })
+            .collect()
+    };
+    let jobs: Vec<(usize, bool)> = (0..halves.len())
+        .flat_map(|i| [(i, false), (i, true)])
+        .collect();
+    let times = crate::par::map(&jobs, |&(i, gather)| {
+        let (algo, rs, ag) = &halves[i];
+        if gather {
+            time(Collective::AllGather, ag, *algo)
+        } else {
+            time(Collective::ReduceScatter, rs, *algo)
+        }
+    });
+    let best = |gather: bool, si: usize| -> Option<usize> {
+        (0..halves.len())
+            .filter(|&i| times[2 * i + gather as usize][si].is_finite())
+            .min_by(|&a, &b| {
+                let t = |i: usize| times[2 * i + gather as usize][si];
+                t(a).total_cmp(&t(b)).then(a.cmp(&b))
+            })
+    };
+    let by_size: Vec<Option<(usize, usize)>> = (0..sorted.len())
+        .map(|si| Some((best(false, si)?, best(true, si)?)).filter(|(i, j)| i != j))
+        .collect();
+    let mut pairs: Vec<(usize, usize)> = by_size.iter().flatten().copied().collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut out = Vec::new();
+    for (i, j) in pairs {
+        let at: Vec<bool> = by_size.iter().map(|p| *p == Some((i, j))).collect();
+        let (algo, r, _) = &halves[i];
+        let a = &halves[j].2;
+        let cands: Vec<crate::synth::Candidate> = [true, false]
+            .into_iter()
+            .filter_map(|separate| Algorithm::paired(r, a, separate))
+            .map(crate::synth::ready)
+            .collect();
+        let name = format!("{} + {}", r.name, a.name);
+        match super::fit::first_fit(topo, *algo, cands, opts, true) {
+            Ok(c) => out.push((c, at)),
+            Err(e) => skipped.push(format!("{name}: {e}")),
+        }
+    }
+    out
 }
 
 /// `times_us[c][s]`: simulated time of candidate c at size `sorted[s]`
-/// (∞ at and above a size-limited candidate's limit).
+/// (∞ at and above a size-limited candidate's limit, and at the sizes
+/// `only[c]` leaves out).
 fn score(
     topo: &Topology,
     candidates: &[Compiled],
     sorted: &[u64],
+    only: Option<&[Vec<bool>]>,
     simopts: &SimOptions,
     progress: Option<Progress>,
 ) -> Result<Vec<Vec<f64>>, CompileError> {
@@ -196,7 +304,7 @@ fn score(
     let results = crate::par::map(&jobs, |&(ci, si)| {
         let c = &candidates[ci];
         // Scored only below its limit: its band ends one byte below it.
-        if c.max_size.is_some_and(|m| sorted[si] >= m) {
+        if c.max_size.is_some_and(|m| sorted[si] >= m) || only.is_some_and(|o| !o[ci][si]) {
             return Ok(f64::INFINITY);
         }
         let r = sim::simulate(&c.program, topo, sorted[si], simopts);

@@ -27,6 +27,9 @@ pub struct Target<'t> {
     /// An allreduce on a machine whose links differ by direction: its
     /// allgather halves, made for the reversed machine.
     halves: Option<Arc<Halves>>,
+    /// Every allreduce candidate's halves as they are made, whether or not
+    /// the allreduce fits ([`Target::made_halves`]).
+    made: Arc<Mutex<Vec<(Algo, Algorithm, Algorithm)>>>,
 }
 
 /// Allgather halves of allreduces on a machine whose links differ by
@@ -83,7 +86,23 @@ impl<'t> Target<'t> {
             op,
             synth_topo,
             halves,
+            made: Arc::default(),
         }
+    }
+
+    /// The distinct (reduce-scatter, allgather) halves of every allreduce
+    /// candidate built so far, with their synthesizer: the pairs `auto`
+    /// draws on (`compile::auto::paired`), including halves whose own
+    /// allreduce did not fit the runtime.
+    pub fn made_halves(&self) -> Vec<(Algo, Algorithm, Algorithm)> {
+        let made = self.made.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(Algo, Algorithm, Algorithm)> = Vec::new();
+        for h in made.iter() {
+            if !out.iter().any(|o| o.1 == h.1 && o.2 == h.2) {
+                out.push(h.clone());
+            }
+        }
+        out
     }
 
     /// The synthesizers' request.
@@ -108,12 +127,18 @@ impl<'t> Target<'t> {
                     // Both forms share the halves, made by whichever is
                     // built first.
                     let made = self.halves.clone();
+                    let record = self.made.clone();
                     let halves: Rc<LazyHalves> = Rc::new(LazyCell::new(Box::new(move || {
                         let rs = c();
                         let ag = match &made {
                             Some(h) => h.allgather(algo, &rs),
                             None => rs.allgather_dual(),
                         };
+                        record.lock().unwrap_or_else(|e| e.into_inner()).push((
+                            algo,
+                            rs.clone(),
+                            ag.clone(),
+                        ));
                         (rs, ag)
                     })));
                     for separate in [true, false] {

@@ -157,6 +157,101 @@ impl Algorithm {
         }
     }
 
+    /// The same schedule over `m` times as many chunks: chunk c becomes
+    /// chunks c·m … c·m + m − 1, each moved by c's trees at c's steps. A
+    /// shard's chunks stay consecutive, so every new chunk has c's owner,
+    /// and lowering moves the m copies as one multi-chunk step.
+    pub fn refine(&self, m: usize) -> Algorithm {
+        let m = m.max(1);
+        let split = |v: &[Transfer]| -> Vec<Transfer> {
+            v.iter()
+                .flat_map(|t| {
+                    (0..m).map(move |i| Transfer {
+                        chunk: t.chunk * m + i,
+                        ..*t
+                    })
+                })
+                .collect()
+        };
+        Algorithm {
+            name: self.name.clone(),
+            spec: Spec {
+                total: self.spec.total * m,
+                ..self.spec
+            },
+            transfers: split(&self.transfers),
+            bcast: split(&self.bcast),
+        }
+    }
+
+    /// A composed allreduce's two halves: its reduce-scatter (the reduce
+    /// edges) and its allgather (the copy edges, steps and channels
+    /// renumbered from 0). None for anything else (a fused allreduce too).
+    pub fn halves(&self) -> Option<(Algorithm, Algorithm)> {
+        let spec = self.spec;
+        if spec.coll != Collective::AllReduce || spec.is_fused() {
+            return None;
+        }
+        let step0 = self.bcast.iter().map(|t| t.step).min().unwrap_or(0);
+        let chan0 = self.bcast.iter().map(|t| t.channel).min().unwrap_or(0);
+        let rs = Algorithm {
+            name: self.name.clone(),
+            spec: Spec {
+                coll: Collective::ReduceScatter,
+                ..spec
+            },
+            transfers: self.transfers.clone(),
+            bcast: Vec::new(),
+        };
+        let ag = Algorithm {
+            name: self.name.clone(),
+            spec: Spec {
+                coll: Collective::AllGather,
+                ..spec
+            },
+            transfers: Vec::new(),
+            bcast: self
+                .bcast
+                .iter()
+                .map(|t| Transfer {
+                    step: t.step - step0,
+                    channel: t.channel - chan0,
+                    ..*t
+                })
+                .collect(),
+        };
+        Some((rs, ag))
+    }
+
+    /// The allreduce that runs reduce-scatter `rs` and then allgather `ag`
+    /// of any two chunkings of one machine's shards: both refined to the
+    /// least common multiple of their chunks per shard
+    /// ([`Algorithm::refine`]), then composed as [`Algorithm::allreduce_on`]
+    /// does. Named "RS + AG". None when the two are not a reduce-scatter
+    /// and an allgather over the same ranks and call modes.
+    pub fn paired(rs: &Algorithm, ag: &Algorithm, separate: bool) -> Option<Algorithm> {
+        let (a, b) = (rs.spec, ag.spec);
+        if a.coll != Collective::ReduceScatter
+            || b.coll != Collective::AllGather
+            || a.ranks != b.ranks
+            || (a.inplace, a.outofplace) != (b.inplace, b.outofplace)
+            || a.ranks == 0
+            || a.total % a.ranks != 0
+            || b.total % b.ranks != 0
+        {
+            return None;
+        }
+        let (ka, kb) = (a.chunks(), b.chunks());
+        let (mut x, mut y) = (ka, kb);
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        let k = ka / x.max(1) * kb;
+        let mut ar = Algorithm::allreduce_on(&rs.refine(k / ka), &ag.refine(k / kb), separate);
+        ar.name = format!("{} + {}", rs.name, ag.name);
+        Some(ar)
+    }
+
     /// The fused allreduce of this allreduce: one chunk, the whole buffer,
     /// reduced up the in-tree of one of rank 0's chunks and broadcast down
     /// that chunk's out-tree — one pass up and one down a tree instead of a
@@ -500,6 +595,58 @@ mod tests {
         let mut mixed = ag.clone();
         mixed.transfers = chain_rs().transfers;
         assert!(mixed.check().is_err());
+    }
+
+    /// A 3-rank direct reduce-scatter over `k` chunks per shard: every
+    /// other rank sends each chunk straight to its owner.
+    fn direct_rs(k: usize) -> Algorithm {
+        let spec = Spec::reduce_scatter(3, k);
+        let mut t = Vec::new();
+        for c in 0..3 * k {
+            for src in (0..3).filter(|&r| r != c / k) {
+                t.push(Transfer {
+                    step: 0,
+                    chunk: c,
+                    src,
+                    dst: c / k,
+                    channel: 0,
+                });
+            }
+        }
+        Algorithm::reduce_scatter("direct", spec, t)
+    }
+
+    #[test]
+    fn halves_of_two_chunkings_pair_into_one_allreduce() {
+        let rs = direct_rs(2);
+        let ag = chain_rs().allgather_dual();
+        let r = chain_rs().refine(3);
+        r.check().unwrap();
+        assert_eq!(r.spec.chunks(), 3);
+        assert_eq!(r.transfers.len(), 3 * chain_rs().transfers.len());
+        // Chunk c·3 + i is old chunk c's, with c's owner.
+        let old = chain_rs().spec;
+        assert!(r
+            .transfers
+            .iter()
+            .all(|t| r.spec.owner(t.chunk) == old.owner(t.chunk / 3)));
+        let ar = Algorithm::paired(&rs, &ag, true).expect("the same machine");
+        ar.check().unwrap();
+        assert_eq!(ar.spec.chunks(), 2, "lcm(2, 1)");
+        assert_eq!(ar.name, "direct + chain");
+        let (h_rs, h_ag) = ar.halves().unwrap();
+        assert_eq!(h_rs.transfers, rs.transfers);
+        assert_eq!(h_ag.bcast, ag.refine(2).bcast);
+        // Only a reduce-scatter and an allgather pair, on one machine.
+        assert!(Algorithm::paired(&ag, &rs, true).is_none());
+        let mut other = ag.clone();
+        other.spec.ranks = 4;
+        assert!(Algorithm::paired(&rs, &other, true).is_none());
+        assert!(ar.fused().unwrap().halves().is_none());
+        // lcm(2, 3) = 6 chunks per shard.
+        let six = Algorithm::paired(&rs, &direct_rs(3).allgather_dual(), false).unwrap();
+        six.check().unwrap();
+        assert_eq!(six.spec.chunks(), 6);
     }
 
     #[test]
