@@ -3,6 +3,7 @@
 //! band. The ring is always a candidate, so the choice is never slower
 //! than the ring at any scored size.
 
+use super::target::MadeHalves as Halves;
 use super::{compile_offer, small, CompileError, CompileOptions, Compiled, Target};
 use crate::ir::{Algorithm, Collective, Program, Topology};
 use crate::sim::{self, SimOptions};
@@ -92,10 +93,6 @@ pub fn auto(
         skipped,
     })
 }
-
-/// Reduce-scatter and allgather halves of allreduce candidates, with the
-/// synthesizer that made them.
-type Halves = Vec<(Algo, Algorithm, Algorithm)>;
 
 /// Every registered synthesizer `auto` scores, compiled: its schedule,
 /// its search's extras and its small-message schedule, without repeats;

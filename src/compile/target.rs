@@ -17,6 +17,10 @@ use std::sync::{Arc, Mutex};
 /// first use by whichever of its two channel forms is built first.
 type LazyHalves = LazyCell<(Algorithm, Algorithm), Box<dyn FnOnce() -> (Algorithm, Algorithm)>>;
 
+/// Reduce-scatter and allgather halves of allreduce candidates, with the
+/// synthesizer that made them.
+pub type MadeHalves = Vec<(Algo, Algorithm, Algorithm)>;
+
 /// What the driver builds and where: the op on `topo`, and the topology
 /// the synthesizers make their reduce-scatters for (the reversed one for
 /// an allgather, unless it is the same machine).
@@ -29,7 +33,7 @@ pub struct Target<'t> {
     halves: Option<Arc<Halves>>,
     /// Every allreduce candidate's halves as they are made, whether or not
     /// the allreduce fits ([`Target::made_halves`]).
-    made: Arc<Mutex<Vec<(Algo, Algorithm, Algorithm)>>>,
+    made: Arc<Mutex<MadeHalves>>,
 }
 
 /// Allgather halves of allreduces on a machine whose links differ by
@@ -94,9 +98,9 @@ impl<'t> Target<'t> {
     /// candidate built so far, with their synthesizer: the pairs `auto`
     /// draws on (`compile::auto::paired`), including halves whose own
     /// allreduce did not fit the runtime.
-    pub fn made_halves(&self) -> Vec<(Algo, Algorithm, Algorithm)> {
+    pub fn made_halves(&self) -> MadeHalves {
         let made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<(Algo, Algorithm, Algorithm)> = Vec::new();
+        let mut out: MadeHalves = Vec::new();
         for h in made.iter() {
             if !out.iter().any(|o| o.1 == h.1 && o.2 == h.2) {
                 out.push(h.clone());
