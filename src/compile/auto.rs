@@ -98,7 +98,8 @@ pub fn auto(
 /// its search's extras and its small-message schedule, without repeats;
 /// why each synthesizer or candidate was skipped; and for an allreduce
 /// every candidate's halves, its allreduce fitting or not
-/// ([`Target::made_halves`], and those of every compiled candidate).
+/// ([`Target::made_halves`]: every composed candidate is built through
+/// [`Target::shaped`]).
 fn candidates(
     topo: &Topology,
     opts: &CompileOptions,
@@ -179,15 +180,7 @@ fn candidates(
             }
         }
     }
-    let mut halves = t.made_halves();
-    for c in &candidates {
-        if let Some((rs, ag)) = c.algorithm.halves() {
-            if !halves.iter().any(|h| h.1 == rs && h.2 == ag) {
-                halves.push((c.algo, rs, ag));
-            }
-        }
-    }
-    Ok((candidates, skipped, halves))
+    Ok((candidates, skipped, t.made_halves()))
 }
 
 /// Allreduces of two synthesizers: at every scored size, the fastest
