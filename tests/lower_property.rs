@@ -308,3 +308,94 @@ fn runs_respect_the_step_size_limit() {
     let cnts: std::collections::BTreeSet<i64> = p.steps().map(|s| s.cnt).collect();
     assert_eq!(cnts.into_iter().collect::<Vec<_>>(), vec![30, 60]);
 }
+
+/// Communicating steps: each one message (below the split size).
+fn messages(p: &rscc::ir::Program) -> usize {
+    p.steps().filter(|s| s.kind.sends()).count()
+}
+
+/// The halves lowered as their own ops, and the pair's allreduce lowered
+/// with `bcast_runs`; None when a half alone does not verify (the pair
+/// is then not the question).
+fn pair_and_halves(
+    rs: &Algorithm,
+    ag: &Algorithm,
+    separate: bool,
+    bcast_runs: bool,
+) -> Option<(Result<rscc::ir::Program, String>, usize)> {
+    let opts = LowerOptions {
+        max_bytes: 1,
+        ..LowerOptions::default()
+    };
+    let alone = |a: &Algorithm| -> Option<usize> {
+        let p = lower(a, &opts).ok()?;
+        verify(&p, &VerifyOptions::default()).ok()?;
+        Some(messages(&p))
+    };
+    let sum = alone(rs)? + alone(ag)?;
+    let ar = Algorithm::paired(rs, ag, separate).expect("a reduce-scatter and an allgather");
+    let opts = LowerOptions { bcast_runs, ..opts };
+    let p = lower(&ar, &opts).map_err(|e| e.to_string()).and_then(|p| {
+        verify(&p, &VerifyOptions::default())
+            .map(|_| p)
+            .map_err(|e| e.to_string())
+    });
+    Some((p, sum))
+}
+
+/// A pair of halves chunked differently — pieces 1, 2, 3 (12 chunks per
+/// shard) and pieces 1, 2 (6 per shard, refined to 12): each cuts the
+/// other's blocks. With broadcast runs the pair moves no more messages
+/// than its halves alone (fewer: an allgather alone moves block by block,
+/// and the pair's broadcast also merges its own blocks where a rank's
+/// path agrees); block by block it moves more than the halves, several of
+/// one step on one connection, a shape that can deadlock (it does here).
+#[test]
+fn a_pair_keeps_each_halfs_messages() {
+    let rs = pieces_on_a_ring(&[1, 2, 3]);
+    let ag = pieces_on_a_ring(&[1, 2]).allgather_dual();
+    for separate in [true, false] {
+        let (p, sum) = pair_and_halves(&rs, &ag, separate, true).expect("the halves verify");
+        let p = p.unwrap();
+        assert_eq!(p.coll, Collective::AllReduce);
+        assert!(
+            messages(&p) <= sum,
+            "separate {separate}: {} > {sum}",
+            messages(&p)
+        );
+        let (q, _) = pair_and_halves(&rs, &ag, separate, false).unwrap();
+        match q {
+            Ok(q) => assert!(
+                messages(&q) > sum,
+                "block by block: {} ≤ {sum}",
+                messages(&q)
+            ),
+            Err(e) => assert!(e.contains("[deadlock]"), "{e}"),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(shared_subtree_cases())]
+    /// Pairs of two random, differently chunked halves (shared subtrees,
+    /// the second an allgather dual) lower and verify in every form
+    /// whenever each half does alone, and with broadcast runs move no more
+    /// messages than the two halves alone.
+    #[test]
+    fn pairs_of_differently_chunked_halves_lower_and_verify(n in 2usize..7, c1 in 1usize..5, c2 in 1usize..5, s1 in proptest::collection::vec(any::<u32>(), 1..64), s2 in proptest::collection::vec(any::<u32>(), 1..64)) {
+        let rs = shared_subtrees(n, c1, s1);
+        let ag = shared_subtrees(n, c2, s2).allgather_dual();
+        for separate in [true, false] {
+            for bcast_runs in [true, false] {
+                let Some((p, sum)) = pair_and_halves(&rs, &ag, separate, bcast_runs) else {
+                    return Ok(());
+                };
+                prop_assert!(p.is_ok(), "separate {} runs {}: {}", separate, bcast_runs, p.unwrap_err());
+                if bcast_runs {
+                    let m = messages(p.as_ref().unwrap());
+                    prop_assert!(m <= sum, "{} messages, halves {}", m, sum);
+                }
+            }
+        }
+    }
+}

@@ -252,16 +252,39 @@ fn paired(
         let at: Vec<bool> = by_size.iter().map(|p| *p == Some((i, j))).collect();
         let (algo, r, _) = &halves[i];
         let a = &halves[j].2;
-        let cands: Vec<crate::synth::Candidate> = [true, false]
-            .into_iter()
-            .filter_map(|separate| Algorithm::paired(r, a, separate))
-            .map(crate::synth::ready)
-            .collect();
         let name = format!("{} + {}", r.name, a.name);
-        match super::fit::first_fit(topo, *algo, cands, opts, true) {
-            Ok(c) => out.push((c, at)),
-            Err(e) => skipped.push(format!("{name}: {e}")),
+        // The halves' chunkings differ, so the allreduce's blocks are cut
+        // by both halves' trees: its broadcast is lowered both with
+        // messages over the blocks its own trees leave whole and block by
+        // block (sooner forwarding), and each form that fits is scored.
+        let mut made: Vec<Compiled> = Vec::new();
+        for bcast_runs in [true, false] {
+            let o = CompileOptions {
+                lower: crate::lower::LowerOptions {
+                    bcast_runs,
+                    ..opts.lower.clone()
+                },
+                ..opts.clone()
+            };
+            let cands: Vec<crate::synth::Candidate> = [true, false]
+                .into_iter()
+                .filter_map(|separate| Algorithm::paired(r, a, separate))
+                .map(crate::synth::ready)
+                .collect();
+            match super::fit::first_fit(topo, *algo, cands, &o, true) {
+                Ok(c) if made.iter().all(|m| m.program != c.program) => made.push(c),
+                Ok(_) => {}
+                Err(e) => {
+                    let form = if bcast_runs {
+                        ""
+                    } else {
+                        " (broadcast block by block)"
+                    };
+                    skipped.push(format!("{name}{form}: {e}"));
+                }
+            }
         }
+        out.extend(made.into_iter().map(|c| (c, at.clone())));
     }
     out
 }

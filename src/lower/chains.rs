@@ -12,7 +12,7 @@
 //! rank's reduce send (under in-place aliasing it overwrites the input
 //! that send read), and the owner's broadcast follows its reduction.
 
-use super::runs::{chunks_per_block, Block, Runs};
+use super::runs::{chunks_per_block, BRuns, Block, Runs};
 use crate::ir::{Algorithm, Collective};
 use rustc_hash::FxHashMap as HashMap;
 
@@ -59,15 +59,25 @@ pub(super) struct RankChains {
     pub(super) chains: Vec<std::ops::Range<usize>>,
     pub(super) chain_ops: Vec<usize>,
     shared: HashMap<(usize, usize), usize>,
+    /// Allreduce: per reduction run (its first block), the run's last
+    /// reduce op, which the broadcast of the run's blocks follows, and
+    /// the run's chain, which the first broadcast op may continue.
+    run_tail: HashMap<usize, (usize, Vec<usize>)>,
+    /// Allreduce: per broadcast receive run (its first block), the
+    /// receive.
+    brecv: HashMap<usize, usize>,
+    /// Dependencies off the chains, (op, the op it also waits for): a
+    /// broadcast message over blocks that several reduction runs end.
+    pub(super) joins: Vec<(usize, usize)>,
 }
 
 /// What building every chain of one lowering reads.
 struct Ctx<'a, F> {
     blocks: &'a [Block],
     runs: &'a Runs,
+    bruns: &'a BRuns,
     cps: usize,
     mchan: &'a F,
-    coll: Collective,
 }
 
 /// Chunks in blocks [rs, re).
@@ -78,13 +88,12 @@ fn chunks_of(blocks: &[Block], rs: usize, re: usize) -> u32 {
 /// The chains of ranks `ranks` (all blocks), one `RankChains` per rank.
 pub(super) fn build(
     alg: &Algorithm,
-    blocks: &[Block],
-    runs: &Runs,
-    per_chunk: &[Vec<(usize, usize, usize, usize)>],
-    per_bcast: &[Vec<(usize, usize, usize, usize)>],
+    trees: &super::Trees,
     mchan: &impl Fn(usize, usize) -> usize,
     ranks: std::ops::Range<usize>,
 ) -> Vec<RankChains> {
+    let (blocks, runs, bruns) = (trees.blocks, trees.runs, trees.bruns);
+    let (per_chunk, per_bcast) = (trees.per_chunk, trees.per_bcast);
     // Per block: children and parent of every rank, as a CSR over the
     // block's transfers sorted by receiver (buffers reused across blocks).
     let spec = alg.spec;
@@ -108,14 +117,17 @@ pub(super) fn build(
             chains: Vec::with_capacity(blocks.len()),
             chain_ops: Vec::with_capacity(k),
             shared: HashMap::default(),
+            run_tail: HashMap::default(),
+            brecv: HashMap::default(),
+            joins: Vec::new(),
         })
         .collect();
     let cx = Ctx {
         blocks,
         runs,
+        bruns,
         cps,
         mchan,
-        coll: spec.coll,
     };
     let mut bkids: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut bkid_start = vec![0usize; n + 1];
@@ -123,7 +135,15 @@ pub(super) fn build(
     let mut by_dst: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut child_start = vec![0usize; n + 1];
     let mut parent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
-    for (bi, b) in blocks.iter().enumerate() {
+    // An allreduce's broadcast messages follow reductions of later
+    // blocks too: every reduction first, then every broadcast.
+    let passes = if spec.coll == Collective::AllReduce {
+        2
+    } else {
+        1
+    };
+    for (pass, (bi, b)) in (0..passes).flat_map(|p| blocks.iter().enumerate().map(move |x| (p, x)))
+    {
         // The reduce in-tree: per rank its children (dst, step, src,
         // channel) and its parent edge; the copy out-tree: per rank its
         // children (src, step, dst, channel) and its parent edge.
@@ -146,9 +166,16 @@ pub(super) fn build(
             let rc = &mut out[v - lo];
             match spec.coll {
                 Collective::ReduceScatter => rc.push_run(&cx, v, bi, children, parent[v]),
-                Collective::AllGather | Collective::AllReduce => {
+                Collective::AllGather => {
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
-                    rc.push_both(&cx, v, bi, children, parent[v], bparent[v], kids)
+                    rc.push_both(&cx, v, bi, bparent[v], kids)
+                }
+                Collective::AllReduce if pass == 0 => {
+                    rc.push_ar_reduce(&cx, v, bi, children, parent[v])
+                }
+                Collective::AllReduce => {
+                    let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
+                    rc.push_ar_bcast(&cx, v, bi, bparent[v], kids)
                 }
             }
         }
@@ -189,35 +216,24 @@ fn tree_csr(
 }
 
 impl RankChains {
-    /// Rank v's chains for block `bi` of an allgather or allreduce (runs
-    /// are blocks there): the reduce chain (allreduce only: `children`,
-    /// `parent` as in [`RankChains::push_run`]), then the broadcast —
-    /// receive from `bparent` (src, step, channel) into the output slot,
-    /// or at the owner its reduced (allreduce) or copied (allgather)
-    /// output — and one send per child in `bkids` (src, step, dst,
-    /// channel).
-    #[allow(clippy::too_many_arguments)]
+    /// Rank v's chains for block `bi` of an allgather (runs are blocks
+    /// there): receive from `bparent` (src, step, channel) into the output
+    /// slot, or at the owner copy its input there, and one send per child
+    /// in `bkids` (src, step, dst, channel).
     fn push_both<F: Fn(usize, usize) -> usize>(
         &mut self,
         cx: &Ctx<F>,
         v: usize,
         bi: usize,
-        children: &[(usize, usize, usize, usize)],
-        parent: Option<(usize, usize, usize)>,
         bparent: Option<(usize, usize, usize)>,
         bkids: &[(usize, usize, usize, usize)],
     ) {
         let b = &cx.blocks[bi];
         let (c0, cnt) = (b.start as u32, b.len as u32);
         let vv = v as u32;
-        let is_root = v == b.owner;
         let out = Slot::Out(c0);
         let chain_start = self.chain_ops.len();
-        if cx.coll == Collective::AllReduce {
-            // The reduction: into o at the owner (global chunk index), as
-            // a reduce-scatter's but never spanning blocks.
-            self.push_reduce(cx, v, bi, children, parent, |c| c);
-        } else if is_root {
+        if v == b.owner {
             let own = Slot::In(c0 - (v * cx.cps) as u32);
             self.push_copy(vv, c0, own, out, cnt);
         }
@@ -232,21 +248,13 @@ impl RankChains {
                 cnt,
             });
         }
-        // The broadcast's head: the last op so far (the receive, or the
-        // owner's reduction or copy). The first send continues the chain;
-        // every further send is a chain of its own behind the head.
+        // The broadcast's head: the receive, or the owner's copy. The
+        // first send continues the chain; every further send is a chain
+        // of its own behind the head.
         let head = *self.chain_ops.last().expect("a broadcast head");
         let mut first_end = self.chain_ops.len();
         for (k, &(_, step, dst, ch)) in bkids.iter().enumerate() {
-            let op = Op {
-                kind: OpKind::Send,
-                key: (step as u32, 0, c0, vv, dst as u32),
-                chan: (cx.mchan)(ch, step) as u32,
-                peer: dst as u32,
-                src: out,
-                dst: out,
-                cnt,
-            };
+            let op = Self::bsend(cx, vv, c0, step, dst, ch, cnt);
             if k == 0 {
                 self.push_op(op);
                 first_end = self.chain_ops.len();
@@ -258,6 +266,160 @@ impl RankChains {
             }
         }
         self.chains.push(chain_start..first_end);
+    }
+
+    /// A broadcast send of `cnt` chunks from `c0` (output slots) to `dst`.
+    fn bsend<F: Fn(usize, usize) -> usize>(
+        cx: &Ctx<F>,
+        v: u32,
+        c0: u32,
+        step: usize,
+        dst: usize,
+        ch: usize,
+        cnt: u32,
+    ) -> Op {
+        Op {
+            kind: OpKind::Send,
+            key: (step as u32, 0, c0, v, dst as u32),
+            chan: (cx.mchan)(ch, step) as u32,
+            peer: dst as u32,
+            src: Slot::Out(c0),
+            dst: Slot::Out(c0),
+            cnt,
+        }
+    }
+
+    /// Rank v's reduction for block `bi` of an allreduce (`children`,
+    /// `parent` as in [`RankChains::push_run`]): into o at the owner
+    /// (global chunk index), one message over v's reduction run, built at
+    /// its first block; its chain is kept for [`RankChains::push_ar_bcast`].
+    fn push_ar_reduce<F: Fn(usize, usize) -> usize>(
+        &mut self,
+        cx: &Ctx<F>,
+        v: usize,
+        bi: usize,
+        children: &[(usize, usize, usize, usize)],
+        parent: Option<(usize, usize, usize)>,
+    ) {
+        if let Some(start) = self.push_reduce(cx, v, bi, children, parent, |c| c) {
+            let chain: Vec<usize> = self.chain_ops.drain(start..).collect();
+            let tail = *chain.last().expect("a reduction op");
+            self.run_tail.insert(bi, (tail, chain));
+        }
+    }
+
+    /// Rank v's broadcast for block `bi` of an allreduce, once every
+    /// reduction is built:
+    /// 1. at the first block of v's reduction run, that run's chain;
+    /// 2. at the first block of v's broadcast receive run, the receive
+    ///    from `bparent` (src, step, channel) of the whole run, after the
+    ///    last reduce op of every reduction run it overlaps (the receive
+    ///    overwrites, in place, the input those sends read);
+    /// 3. per child in `bkids` (src, step, dst, channel) whose receive run
+    ///    starts here, the send of that run: after v's receive (the
+    ///    child's run nests in v's), or at the owner after the reduction
+    ///    of every block it spans.
+    ///
+    /// The first op of 2 or 3 that moves exactly the range of the op
+    /// before it continues that op's chain (so a reduction's last receive
+    /// and its send, or a receive and its send, may fuse); every other is
+    /// a chain of its own behind its first predecessor, and further
+    /// predecessors are `joins`.
+    fn push_ar_bcast<F: Fn(usize, usize) -> usize>(
+        &mut self,
+        cx: &Ctx<F>,
+        v: usize,
+        bi: usize,
+        bparent: Option<(usize, usize, usize)>,
+        bkids: &[(usize, usize, usize, usize)],
+    ) {
+        let blocks = cx.blocks;
+        let vv = v as u32;
+        let is_root = v == blocks[bi].owner;
+        // 1. `open` is the reduction's chain while it may continue.
+        let mut open = None;
+        if let Some((_, chain)) = self.run_tail.get_mut(&bi) {
+            let chain = std::mem::take(chain);
+            open = Some(self.chain_ops.len());
+            self.chain_ops.extend(chain);
+        }
+        // The distinct reduction tails of blocks [a, b), in order.
+        let tails = |me: &Self, a: usize, b: usize| -> Vec<usize> {
+            let mut out: Vec<usize> = Vec::new();
+            let mut x = a;
+            while x < b {
+                let (s, e) = cx.runs.run(v, x, blocks);
+                out.push(me.run_tail[&s].0);
+                x = e;
+            }
+            out
+        };
+        // 2. The receive.
+        let (ra, rb) = cx.bruns.run(v, bi, blocks);
+        if let Some((src, step, ch)) = bparent.filter(|_| ra == bi) {
+            let c0 = blocks[ra].start as u32;
+            let cnt = chunks_of(blocks, ra, rb);
+            let op = Op {
+                kind: OpKind::Recv,
+                key: (step as u32, 1, c0, src as u32, vv),
+                chan: (cx.mchan)(ch, step) as u32,
+                peer: src as u32,
+                src: Slot::Out(c0),
+                dst: Slot::Out(c0),
+                cnt,
+            };
+            let preds = tails(self, ra, rb);
+            let id = self.place(op, &preds, true, &mut open);
+            self.brecv.insert(ra, id);
+        }
+        // 3. The sends.
+        for &(_, step, dst, ch) in bkids {
+            let (ka, kb) = cx.bruns.run(dst, bi, blocks);
+            if ka != bi {
+                continue;
+            }
+            let c0 = blocks[ka].start as u32;
+            let cnt = chunks_of(blocks, ka, kb);
+            let op = Self::bsend(cx, vv, c0, step, dst, ch, cnt);
+            let (preds, same) = if is_root {
+                (tails(self, ka, kb), kb == ka + 1)
+            } else {
+                let (a, b) = cx.bruns.run(v, bi, blocks);
+                (vec![self.brecv[&a]], (ka, kb) == (a, b))
+            };
+            self.place(op, &preds, same, &mut open);
+        }
+        if let Some(start) = open {
+            self.chains.push(start..self.chain_ops.len());
+        }
+    }
+
+    /// Push `op` after `preds` (the first on its chain, the rest as
+    /// `joins`): it continues the open chain (`open`, its start) when
+    /// `same` (it moves the range of the chain's last op) and that op is
+    /// its first predecessor; otherwise the open chain closes and `op`
+    /// heads a chain of its own behind that predecessor. `op`'s chain is
+    /// left open. Returns `op`'s id.
+    fn place(&mut self, op: Op, preds: &[usize], same: bool, open: &mut Option<usize>) -> usize {
+        let id = self.ops.len();
+        let continues = same && preds.first() == self.chain_ops.last();
+        match open.take() {
+            Some(start) if continues => {
+                self.push_op(op);
+                *open = Some(start);
+            }
+            o => {
+                if let Some(start) = o {
+                    self.chains.push(start..self.chain_ops.len());
+                }
+                let s = self.chain_ops.len();
+                self.chain_ops.push(preds[0]);
+                self.push_op(op);
+                *open = Some(s);
+            }
+        }
+        self.joins.extend(preds[1..].iter().map(|&p| (id, p)));
+        id
     }
 
     fn push_op(&mut self, op: Op) {

@@ -5,12 +5,17 @@
 //! 1. chunks whose trees are identical and whose indices are consecutive
 //!    form a *block* that moves as one multi-chunk step (`cnt` > 1); and
 //!    per rank, consecutive blocks of one owner in which that rank's whole
-//!    subtree is identical form a *run* it moves as one message (its
-//!    receives, reduction and send once for the run). The receiver of such
-//!    a message may split the run further — a receive then spans several
-//!    of its chains and must head them all or follow one op they share
-//!    (an MSCCL step waits on one dependency), else the sender's run is
-//!    cut there too (`Runs`);
+//!    reduce subtree is identical form a *run* it moves as one message
+//!    (its receives, reduction and send once for the run). The receiver
+//!    of such a message may split the run further — a receive then spans
+//!    several of its chains and must head them all or follow one op they
+//!    share, else the sender's run is cut there too (`Runs`). An
+//!    allreduce's broadcast has runs of its own (`BRuns`): a rank
+//!    receives as one message the consecutive blocks whose path from the
+//!    owner agrees, and forwards sub-ranges of it. Both matter where the
+//!    two trees of a chunk change at different chunks — a pair of two
+//!    synthesizers' halves — which cuts the blocks at both halves'
+//!    boundaries: each half still moves its own messages;
 //! 2. per rank and block, the tree gives a chain of operations: receive-and-
 //!    reduce each child's partial sum into an accumulator (the output slot at
 //!    the owner, a scratch slot elsewhere), then send the accumulator to the
@@ -33,7 +38,10 @@
 //! 4. a receive followed in the same threadblock by the send of the same
 //!    accumulator fuses into `rrs`;
 //! 5. operations of one chain in different threadblocks get a `depid/deps`
-//!    dependency (`hasdep` on the target);
+//!    dependency (`hasdep` on the target); an operation that waits on
+//!    several (a broadcast message over blocks that several reductions
+//!    end) gets a `nop` in front of it per extra one, as MSCCL steps wait
+//!    on one dependency each;
 //! 6. MSCCL limits: when a threadblock would exceed the runtime's steps per
 //!    threadblock, transfers are spread over more channels by step window
 //!    (channel = logical channel × windows + step / window), starting from
@@ -52,7 +60,7 @@ mod threadblocks;
 
 use crate::ir::{Algorithm, Collective, GpuProgram, Program, Proto, Runtime};
 use chains::RankChains;
-use runs::{Block, Runs};
+use runs::{BRuns, Block, Runs};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::ir::msccl::MAX_CHANNELS;
@@ -67,6 +75,12 @@ pub struct LowerOptions {
     pub min_bytes: i64,
     /// `maxBytes` to write (0 = no limit for the executor).
     pub max_bytes: i64,
+    /// An allreduce's broadcast moves, per rank, one message over
+    /// consecutive blocks whose path from the owner agrees (blocks the
+    /// reduction's trees split: a pair of two synthesizers' halves).
+    /// Without, it moves block by block: more, smaller messages, which a
+    /// rank forwards sooner (`auto` scores a pair both ways).
+    pub bcast_runs: bool,
 }
 
 impl Default for LowerOptions {
@@ -79,6 +93,7 @@ impl Default for LowerOptions {
             outofplace: true,
             min_bytes: 0,
             max_bytes: 0,
+            bcast_runs: true,
         }
     }
 }
@@ -226,16 +241,25 @@ fn lower_with_window(
     let ranges: Vec<std::ops::Range<usize>> = (0..parts_n)
         .map(|k| k * per..((k + 1) * per).min(n))
         .collect();
-    // Messages that span blocks are a reduce-scatter's (a rank's whole
-    // subtree agrees); a broadcast moves block by block.
-    let runs = if spec.coll == Collective::ReduceScatter {
+    // Messages that span blocks are reductions' (a rank's whole reduce
+    // subtree agrees, whatever the blocks' broadcast trees); a broadcast
+    // moves block by block.
+    let runs = if spec.coll.reduces() {
         Runs::new(n, &blocks, &per_chunk)
     } else {
         Runs::blocks_only(n)
     };
+    // A broadcast's messages span blocks only in an allreduce (whose
+    // blocks the reduction's trees split too), unless asked not to.
+    let bruns = if spec.coll == Collective::AllReduce && opts.bcast_runs {
+        BRuns::new(n, &blocks, &per_bcast)
+    } else {
+        BRuns::blocks_only(n)
+    };
     let trees = Trees {
         blocks: &blocks,
         runs: &runs,
+        bruns: &bruns,
         per_chunk: &per_chunk,
         per_bcast: &per_bcast,
     };
@@ -342,6 +366,7 @@ fn chain_windows(prog: &mut Program, nwin: usize) {
 struct Trees<'a> {
     blocks: &'a [Block],
     runs: &'a Runs,
+    bruns: &'a BRuns,
     per_chunk: &'a [Vec<(usize, usize, usize, usize)>],
     per_bcast: &'a [Vec<(usize, usize, usize, usize)>],
 }
@@ -356,15 +381,7 @@ fn lower_ranks(
 ) -> (Vec<GpuProgram>, usize) {
     let spec = alg.spec;
     let bufs = spec.coll.buffers(spec.total_chunks(), spec.ranks);
-    let rank_chains = chains::build(
-        alg,
-        t.blocks,
-        t.runs,
-        t.per_chunk,
-        t.per_bcast,
-        mchan,
-        ranks.clone(),
-    );
+    let rank_chains = chains::build(alg, t, mchan, ranks.clone());
     let mut gpus = Vec::with_capacity(ranks.len());
     let mut max_chan = 0usize;
     for (v, rc) in ranks.zip(&rank_chains) {

@@ -107,20 +107,7 @@ impl Runs {
 
     /// Rank v's run containing block b: blocks [start, end).
     pub(super) fn run(&self, v: usize, b: usize, blocks: &[Block]) -> (usize, usize) {
-        let Some((first, nb, off)) = self.owner[blocks[b].owner] else {
-            return (b, b + 1);
-        };
-        let cut = &self.cut[off + v * (nb - 1)..off + (v + 1) * (nb - 1)];
-        let i = b - first;
-        let mut s = i;
-        while s > 0 && !cut[s - 1] {
-            s -= 1;
-        }
-        let mut e = i;
-        while e + 1 < nb && !cut[e] {
-            e += 1;
-        }
-        (first + s, first + e + 1)
+        run_of(&self.owner, &self.cut, v, b, blocks)
     }
 
     /// The cuts of one owner's blocks `bl` (trees `views`):
@@ -280,4 +267,137 @@ pub(super) fn blocks(
         });
     }
     blocks
+}
+
+/// Broadcast runs of an allreduce: per rank, consecutive blocks of one
+/// owner that it receives as one message — the edges on its path from the
+/// owner agree across them (blocks split by the reduction's trees, as in a
+/// pair of two synthesizers' halves, keep the broadcast's messages). A
+/// rank's receive runs nest in its parent's (it forwards sub-ranges of what
+/// it received), so the edge v → k moves k's receive runs; the owner's
+/// sends join the reductions of every block they span.
+pub(super) struct BRuns {
+    /// Per owner with several blocks: (first block, blocks, offset in
+    /// `cut`).
+    owner: Vec<Option<(usize, usize, usize)>>,
+    /// `cut[off + v·(nb − 1) + i]`: rank v's receive run ends between
+    /// blocks first + i and first + i + 1 (the owner's row unused).
+    cut: Vec<bool>,
+}
+
+impl BRuns {
+    /// Every run one block.
+    pub(super) fn blocks_only(n: usize) -> BRuns {
+        BRuns {
+            owner: vec![None; n],
+            cut: Vec::new(),
+        }
+    }
+
+    pub(super) fn new(
+        n: usize,
+        blocks: &[Block],
+        per_bcast: &[Vec<(usize, usize, usize, usize)>],
+    ) -> BRuns {
+        let mut runs = BRuns::blocks_only(n);
+        let parents = |x: usize| -> Vec<Option<(usize, usize, usize)>> {
+            let mut p = vec![None; n];
+            for &(src, dst, step, ch) in &per_bcast[blocks[x].start] {
+                p[dst] = Some((src, step, ch));
+            }
+            p
+        };
+        let mut b = 0;
+        while b < blocks.len() {
+            let o = blocks[b].owner;
+            let mut e = b + 1;
+            while e < blocks.len() && blocks[e].owner == o {
+                e += 1;
+            }
+            if e - b > 1 {
+                let (nb, off) = (e - b, runs.cut.len());
+                let w = nb - 1;
+                runs.cut.resize(off + n * w, false);
+                runs.owner[o] = Some((b, nb, off));
+                // A run holds at most MAX_CNT chunks: the same cuts for
+                // every rank, so nesting holds.
+                let mut full = vec![false; w];
+                let mut acc = blocks[b].len;
+                for (i, f) in full.iter_mut().enumerate() {
+                    let next = blocks[b + i + 1].len;
+                    if acc + next > MAX_CNT {
+                        *f = true;
+                        acc = next;
+                    } else {
+                        acc += next;
+                    }
+                }
+                let mut next = parents(b);
+                for (i, &f) in full.iter().enumerate() {
+                    let here = std::mem::replace(&mut next, parents(b + i + 1));
+                    // cut(v) = full ∨ v's edge differs ∨ cut(parent(v)),
+                    // memoised along each path from the owner.
+                    let mut memo: Vec<Option<bool>> = vec![None; n];
+                    memo[o] = Some(f);
+                    let mut path = Vec::new();
+                    for v in 0..n {
+                        let mut u = v;
+                        let val = loop {
+                            if let Some(c) = memo[u] {
+                                break c;
+                            }
+                            match here[u] {
+                                // Not in the tree (one rank): nothing to move.
+                                None => break true,
+                                Some(_) if f || here[u] != next[u] => break true,
+                                Some((p, _, _)) => {
+                                    path.push(u);
+                                    u = p;
+                                }
+                            }
+                        };
+                        memo[u] = Some(val);
+                        for x in path.drain(..) {
+                            memo[x] = Some(val);
+                        }
+                    }
+                    for (v, m) in memo.iter().enumerate() {
+                        runs.cut[off + v * w + i] = m.unwrap_or(true);
+                    }
+                }
+            }
+            b = e;
+        }
+        runs
+    }
+
+    /// Rank v's receive run containing block b: blocks [start, end).
+    pub(super) fn run(&self, v: usize, b: usize, blocks: &[Block]) -> (usize, usize) {
+        run_of(&self.owner, &self.cut, v, b, blocks)
+    }
+}
+
+/// Rank v's run containing block b under per-owner cuts (`owner`: first
+/// block, blocks and offset in `cut` of each owner with several blocks).
+fn run_of(
+    owner: &[Option<(usize, usize, usize)>],
+    cut: &[bool],
+    v: usize,
+    b: usize,
+    blocks: &[Block],
+) -> (usize, usize) {
+    let Some((first, nb, off)) = owner[blocks[b].owner] else {
+        return (b, b + 1);
+    };
+    let cut = &cut[off + v * (nb - 1)..off + (v + 1) * (nb - 1)];
+    let i = b - first;
+    let mut s = i;
+    while s > 0 && !cut[s - 1] {
+        s -= 1;
+    }
+    let mut e = i;
+    while e + 1 < nb && !cut[e] {
+        e += 1;
+    }
+    (first + s, first + e + 1)
 }

@@ -67,21 +67,31 @@ fn slot_place(acc_ranges: &[(u32, u32, usize)], s: Slot) -> (Buf, usize) {
     }
 }
 
-/// Dependencies along chains across threadblocks: (tb, step) → the (tb,
-/// step) it waits on.
+/// Dependencies along chains and `joins` across threadblocks: (tb, step)
+/// → the (tb, step)s it waits on, sorted.
 pub(super) fn dependencies(
     rc: &RankChains,
     pos_of_op: &[(usize, usize)],
-) -> HashMap<(usize, usize), (usize, usize)> {
+) -> HashMap<(usize, usize), Vec<(usize, usize)>> {
     let (chains, cops) = (&rc.chains, &rc.chain_ops);
-    let mut dep_of: HashMap<(usize, usize), (usize, usize)> = HashMap::default();
+    let mut dep_of: HashMap<(usize, usize), Vec<(usize, usize)>> = HashMap::default();
+    let mut add = |a: usize, b: usize| {
+        let (pa, pb) = (pos_of_op[a], pos_of_op[b]);
+        if pa.0 != pb.0 {
+            dep_of.entry(pb).or_default().push(pa);
+        }
+    };
     for chain in chains {
         for i in chain.start..chain.end.saturating_sub(1) {
-            let (pa, pb) = (pos_of_op[cops[i]], pos_of_op[cops[i + 1]]);
-            if pa.0 != pb.0 {
-                dep_of.insert(pb, pa);
-            }
+            add(cops[i], cops[i + 1]);
         }
+    }
+    for &(op, pred) in &rc.joins {
+        add(pred, op);
+    }
+    for v in dep_of.values_mut() {
+        v.sort_unstable();
+        v.dedup();
     }
     dep_of
 }
@@ -92,7 +102,7 @@ pub(super) fn threadblocks(
     rops: &[Op],
     pl: &Placement,
     acc_ranges: &[(u32, u32, usize)],
-    dep_of: &HashMap<(usize, usize), (usize, usize)>,
+    dep_of: &HashMap<(usize, usize), Vec<(usize, usize)>>,
 ) -> (Vec<Threadblock>, usize) {
     let (tb_keys, new_id, tb_steps) = (&pl.tb_keys, &pl.new_id, &pl.tb_steps);
     let place = |s: Slot| slot_place(acc_ranges, s);
@@ -113,11 +123,36 @@ pub(super) fn threadblocks(
         })
         .collect();
     tbs.sort_by_key(|t| t.id);
+    // An MSCCL step waits on one dependency: a step with k of them is
+    // preceded in its threadblock by k − 1 `nop`s that carry the others.
+    // `at[t][pos]`: the step's position with those nops.
+    let at: Vec<Vec<usize>> = tb_steps
+        .iter()
+        .enumerate()
+        .map(|(t, steps)| {
+            let mut next = 0usize;
+            (0..steps.len())
+                .map(|pos| {
+                    next += dep_of.get(&(t, pos)).map_or(0, |d| d.len() - 1);
+                    next += 1;
+                    next - 1
+                })
+                .collect()
+        })
+        .collect();
     for (t, steps) in tb_steps.iter().enumerate() {
         for (pos, &(kind, a, b)) in steps.iter().enumerate() {
+            let deps = dep_of.get(&(t, pos)).map_or(&[][..], |d| &d[..]);
+            for &(dt, dp) in deps.iter().take(deps.len().saturating_sub(1)) {
+                let mut nop = Step::new(StepKind::Nop).count(0);
+                nop.s = tbs[t].steps.len() as i64;
+                nop.depid = dt as i64;
+                nop.deps = at[dt][dp] as i64;
+                tbs[t].steps.push(nop);
+            }
             let oa = &rops[a];
             let mut st = Step::new(kind).count(oa.cnt as usize);
-            st.s = pos as i64;
+            st.s = at[t][pos] as i64;
             match kind {
                 StepKind::RecvReduceSend => {
                     let (sb, so) = place(oa.src);
@@ -141,17 +176,16 @@ pub(super) fn threadblocks(
                 }
                 _ => {}
             }
-            if let Some(&(dt, dp)) = dep_of.get(&(t, pos)) {
+            if let Some(&(dt, dp)) = deps.last() {
                 st.depid = dt as i64;
-                st.deps = dp as i64;
+                st.deps = at[dt][dp] as i64;
             }
             tbs[t].steps.push(st);
         }
     }
     // hasdep on every target.
-    let targets: Vec<(usize, usize)> = dep_of.values().copied().collect();
-    for (t, p) in targets {
-        tbs[t].steps[p].hasdep = true;
+    for &(t, p) in dep_of.values().flatten() {
+        tbs[t].steps[at[t][p]].hasdep = true;
     }
     (tbs, max_chan)
 }

@@ -168,7 +168,7 @@ fn fuse(
             let fused = (i + 1 < list.len() && next_in_chain[list[i]] == list[i + 1])
                 .then(|| {
                     let b = &rops[list[i + 1]];
-                    if b.kind != OpKind::Send || a.dst != b.src {
+                    if b.kind != OpKind::Send || a.dst != b.src || a.cnt != b.cnt {
                         return None;
                     }
                     match (a.kind, a.dst) {
