@@ -62,9 +62,9 @@ pub fn auto(
     sorted.dedup();
     let mut times_us = score(topo, &candidates, &sorted, None, simopts, progress)?;
     if opts.op == Collective::AllReduce {
-        // Each pair is scored at the sizes it was the best pair for.
+        // Each pair is scored at the sizes it was the first fitting pair for.
         let (extra, at): (Vec<Compiled>, Vec<Vec<bool>>) =
-            paired(topo, opts, halves, &sorted, simopts, &mut skipped)
+            paired(topo, opts, &candidates, halves, &sorted, simopts, &mut skipped)
                 .into_iter()
                 .unzip();
         times_us.extend(score(topo, &extra, &sorted, Some(&at), simopts, progress)?);
@@ -184,17 +184,19 @@ fn candidates(
 }
 
 /// Allreduces of two synthesizers: at every scored size, the fastest
-/// reduce-scatter half of the allreduce candidates followed by the fastest
-/// allgather half ([`Algorithm::paired`]), where the two come from
-/// different candidates. A composed candidate is one synthesizer's
-/// reduce-scatter and its own allgather; the best pair of halves often is
-/// not (a pieced tree's reduce-scatter and a plain tree's allgather), and
-/// running it as one program makes the allreduce no slower than the
-/// reduce-scatter followed by the allgather wherever the pair fits the
-/// runtime. Each half is scored as its own op's program.
+/// reduce-scatter half of the allreduce candidates followed by the
+/// fastest allgather half ([`Algorithm::paired`]) where the two come from
+/// different candidates, or the next pair by their sum where that does
+/// not fit. A composed candidate is one synthesizer's reduce-scatter and
+/// its own allgather; the best pair of halves often is not (a pieced
+/// tree's reduce-scatter and a plain tree's allgather), and running it as
+/// one program makes the allreduce no slower than the reduce-scatter
+/// followed by the allgather wherever the pair fits the runtime. Each
+/// half is scored as its own op's program.
 fn paired(
     topo: &Topology,
     opts: &CompileOptions,
+    candidates: &[Compiled],
     halves: Halves,
     sorted: &[u64],
     simopts: &SimOptions,
@@ -233,60 +235,107 @@ fn paired(
             time(Collective::ReduceScatter, rs, *algo)
         }
     });
-    let best = |gather: bool, si: usize| -> Option<usize> {
-        (0..halves.len())
-            .filter(|&i| times[2 * i + gather as usize][si].is_finite())
-            .min_by(|&a, &b| {
-                let t = |i: usize| times[2 * i + gather as usize][si];
-                t(a).total_cmp(&t(b)).then(a.cmp(&b))
+    // One synthesizer's own two halves are its composed candidate, when
+    // that allreduce fitted.
+    let composed: Vec<bool> = halves
+        .iter()
+        .map(|(algo, rs, ag)| {
+            candidates.iter().any(|c| {
+                c.algo == *algo
+                    && c.algorithm.halves().is_some_and(|(r, a)| {
+                        r.transfers == rs.transfers && a.bcast == ag.bcast
+                    })
             })
-    };
-    let by_size: Vec<Option<(usize, usize)>> = (0..sorted.len())
-        .map(|si| Some((best(false, si)?, best(true, si)?)).filter(|(i, j)| i != j))
+        })
         .collect();
-    let mut pairs: Vec<(usize, usize)> = by_size.iter().flatten().copied().collect();
-    pairs.sort_unstable();
-    pairs.dedup();
-    let mut out = Vec::new();
-    for (i, j) in pairs {
-        let at: Vec<bool> = by_size.iter().map(|p| *p == Some((i, j))).collect();
-        let (algo, r, _) = &halves[i];
-        let a = &halves[j].2;
-        let name = format!("{} + {}", r.name, a.name);
-        // The halves' chunkings differ, so the allreduce's blocks are cut
-        // by both halves' trees: its broadcast is lowered both with
-        // messages over the blocks its own trees leave whole and block by
-        // block (sooner forwarding), and each form that fits is scored.
-        let mut made: Vec<Compiled> = Vec::new();
-        for bcast_runs in [true, false] {
-            let o = CompileOptions {
-                lower: crate::lower::LowerOptions {
-                    bcast_runs,
-                    ..opts.lower.clone()
-                },
-                ..opts.clone()
-            };
-            let cands: Vec<crate::synth::Candidate> = [true, false]
-                .into_iter()
-                .filter_map(|separate| Algorithm::paired(r, a, separate))
-                .map(crate::synth::ready)
-                .collect();
-            match super::fit::first_fit(topo, *algo, cands, &o, true) {
-                Ok(c) if made.iter().all(|m| m.program != c.program) => made.push(c),
-                Ok(_) => {}
-                Err(e) => {
-                    let form = if bcast_runs {
-                        ""
-                    } else {
-                        " (broadcast block by block)"
-                    };
-                    skipped.push(format!("{name}{form}: {e}"));
-                }
+    // Per size the (reduce-scatter, allgather) halves by the sum of their
+    // times, fastest first: the first pair of two candidates that fits
+    // the runtime as one program is scored there (the two fastest halves
+    // can need more threadblocks together than the SMs: dgx-a100x4 at 64
+    // KiB), trying at most PAIR_TRIES; none where a synthesizer's own
+    // allreduce comes first.
+    const PAIR_TRIES: usize = 4;
+    let h = halves.len();
+    let ranked = |si: usize| -> Vec<(usize, usize)> {
+        let t = |i: usize, gather: bool| times[2 * i + gather as usize][si];
+        let mut v: Vec<(f64, usize, usize)> = (0..h)
+            .flat_map(|i| (0..h).map(move |j| (i, j)))
+            .filter(|&(i, j)| t(i, false).is_finite() && t(j, true).is_finite())
+            .map(|(i, j)| (t(i, false) + t(j, true), i, j))
+            .collect();
+        v.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+        let first_own = v.iter().position(|&(_, i, j)| i == j && composed[i]);
+        v.truncate(first_own.unwrap_or(v.len()));
+        v.into_iter()
+            .filter(|&(_, i, j)| i != j)
+            .take(PAIR_TRIES)
+            .map(|(_, i, j)| (i, j))
+            .collect()
+    };
+    let mut made: std::collections::BTreeMap<(usize, usize), Vec<Compiled>> = Default::default();
+    let mut at: std::collections::BTreeMap<(usize, usize), Vec<bool>> = Default::default();
+    for si in 0..sorted.len() {
+        for (i, j) in ranked(si) {
+            let forms = made
+                .entry((i, j))
+                .or_insert_with(|| pair(topo, opts, &halves[i], &halves[j], skipped));
+            if !forms.is_empty() {
+                at.entry((i, j)).or_insert_with(|| vec![false; sorted.len()])[si] = true;
+                break;
             }
         }
-        out.extend(made.into_iter().map(|c| (c, at.clone())));
     }
-    out
+    made.into_iter()
+        .filter_map(|(k, forms)| Some((forms, at.get(&k)?.clone())))
+        .flat_map(|(forms, at)| forms.into_iter().map(move |c| (c, at.clone())))
+        .collect()
+}
+
+/// The allreduce of `rs`'s reduce-scatter half and `ag`'s allgather half
+/// in every form that fits (none: the reason is in `skipped`). The
+/// halves' chunkings differ, so the allreduce's blocks are cut by both
+/// halves' trees: its broadcast is lowered both with messages over the
+/// blocks its own trees leave whole and block by block (sooner
+/// forwarding), each on channels of its own where they fit, else on the
+/// reduction's.
+fn pair(
+    topo: &Topology,
+    opts: &CompileOptions,
+    rs: &(Algo, Algorithm, Algorithm),
+    ag: &(Algo, Algorithm, Algorithm),
+    skipped: &mut Vec<String>,
+) -> Vec<Compiled> {
+    let (algo, r, _) = rs;
+    let a = &ag.2;
+    let name = format!("{} + {}", r.name, a.name);
+    let mut made: Vec<Compiled> = Vec::new();
+    for bcast_runs in [true, false] {
+        let o = CompileOptions {
+            lower: crate::lower::LowerOptions {
+                bcast_runs,
+                ..opts.lower.clone()
+            },
+            ..opts.clone()
+        };
+        let cands: Vec<crate::synth::Candidate> = [true, false]
+            .into_iter()
+            .filter_map(|separate| Algorithm::paired(r, a, separate))
+            .map(crate::synth::ready)
+            .collect();
+        match super::fit::first_fit(topo, *algo, cands, &o, true) {
+            Ok(c) if made.iter().all(|m| m.program != c.program) => made.push(c),
+            Ok(_) => {}
+            Err(e) => {
+                let form = if bcast_runs {
+                    ""
+                } else {
+                    " (broadcast block by block)"
+                };
+                skipped.push(format!("{name}{form}: {e}"));
+            }
+        }
+    }
+    made
 }
 
 /// `times_us[c][s]`: simulated time of candidate c at size `sorted[s]`
