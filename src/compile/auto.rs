@@ -63,10 +63,17 @@ pub fn auto(
     let mut times_us = score(topo, &candidates, &sorted, None, simopts, progress)?;
     if opts.op == Collective::AllReduce {
         // Each pair is scored at the sizes it was the first fitting pair for.
-        let (extra, at): (Vec<Compiled>, Vec<Vec<bool>>) =
-            paired(topo, opts, &candidates, halves, &sorted, simopts, &mut skipped)
-                .into_iter()
-                .unzip();
+        let (extra, at): (Vec<Compiled>, Vec<Vec<bool>>) = paired(
+            topo,
+            opts,
+            &candidates,
+            halves,
+            &sorted,
+            simopts,
+            &mut skipped,
+        )
+        .into_iter()
+        .unzip();
         times_us.extend(score(topo, &extra, &sorted, Some(&at), simopts, progress)?);
         candidates.extend(extra);
     }
@@ -242,9 +249,9 @@ fn paired(
         .map(|(algo, rs, ag)| {
             candidates.iter().any(|c| {
                 c.algo == *algo
-                    && c.algorithm.halves().is_some_and(|(r, a)| {
-                        r.transfers == rs.transfers && a.bcast == ag.bcast
-                    })
+                    && c.algorithm
+                        .halves()
+                        .is_some_and(|(r, a)| r.transfers == rs.transfers && a.bcast == ag.bcast)
             })
         })
         .collect();
@@ -280,7 +287,8 @@ fn paired(
                 .entry((i, j))
                 .or_insert_with(|| pair(topo, opts, &halves[i], &halves[j], skipped));
             if !forms.is_empty() {
-                at.entry((i, j)).or_insert_with(|| vec![false; sorted.len()])[si] = true;
+                at.entry((i, j))
+                    .or_insert_with(|| vec![false; sorted.len()])[si] = true;
                 break;
             }
         }
