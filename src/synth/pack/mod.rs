@@ -192,9 +192,13 @@ impl Search for PackSearch {
             steps: PACK_WORK,
         }
     }
-    /// The fastest plan on one channel per owner, then on half as many
-    /// channels, and so on (the driver keeps the first that fits). A plan
-    /// with more chunks must be [`PACK_GAIN`] faster to be preferred.
+    /// The fastest plan, each scored on one channel per owner or, where
+    /// that exceeds the threadblocks the GPU has, on the most channels
+    /// (halving) within them; then that plan on one channel per owner,
+    /// half as many, and so on (the driver keeps the first that fits, and
+    /// an allreduce's halves on every channel count it tried are what
+    /// `auto` pairs). A plan with more chunks must be [`PACK_GAIN`] faster
+    /// to be preferred.
     fn run(self: Box<Self>, stop: &Stop, score: &Score) -> Searched {
         // (over the limits, time): plans within them first, then fastest.
         let mut best: Option<((f64, f64), usize)> = None;
@@ -205,9 +209,22 @@ impl Search for PackSearch {
             if k > 0 && stop(k) {
                 break;
             }
-            let key = match score(&plan.build(self.lanes).0) {
-                Ok(ends) => (0.0, ends.iter().copied().fold(0.0, f64::max)),
-                Err(excess) => (excess, 0.0),
+            // A plan over the SMs on every channel count scores by its
+            // excess on one channel per owner. (An allreduce holds both
+            // halves' threadblocks: on one channel per owner a good plan
+            // can exceed the GPU where a poor one with fewer peers fits.)
+            let (mut l, mut first) = (self.lanes, None);
+            let key = loop {
+                match score(&plan.build(l).0) {
+                    Ok(ends) => break (0.0, ends.iter().copied().fold(0.0, f64::max)),
+                    Err(excess) => {
+                        let full = *first.get_or_insert(excess);
+                        if !excess.is_finite() || l == 1 {
+                            break (full, 0.0);
+                        }
+                        l /= 2;
+                    }
+                }
             };
             if best.as_ref().is_none_or(|b| better(key, b.0)) {
                 best = Some((key, k));
