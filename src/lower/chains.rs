@@ -12,7 +12,7 @@
 //! rank's reduce send (under in-place aliasing it overwrites the input
 //! that send read), and the owner's broadcast follows its reduction.
 
-use super::runs::{chunks_per_block, BRuns, Block, Runs};
+use super::runs::{chunks_per_block, Block, Runs};
 use crate::ir::{Algorithm, Collective};
 use rustc_hash::FxHashMap as HashMap;
 
@@ -75,7 +75,7 @@ pub(super) struct RankChains {
 struct Ctx<'a, F> {
     blocks: &'a [Block],
     runs: &'a Runs,
-    bruns: &'a BRuns,
+    bruns: &'a Runs,
     cps: usize,
     mchan: &'a F,
 }
@@ -165,13 +165,13 @@ pub(super) fn build(
             let children = &by_dst[child_start[v]..child_start[v + 1]];
             let rc = &mut out[v - lo];
             match spec.coll {
-                Collective::ReduceScatter => rc.push_run(&cx, v, bi, children, parent[v]),
+                Collective::ReduceScatter => rc.push_run(&cx, v, bi, children, parent[v], false),
                 Collective::AllGather => {
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
                     rc.push_both(&cx, v, bi, bparent[v], kids)
                 }
                 Collective::AllReduce if pass == 0 => {
-                    rc.push_ar_reduce(&cx, v, bi, children, parent[v])
+                    rc.push_run(&cx, v, bi, children, parent[v], true)
                 }
                 Collective::AllReduce => {
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
@@ -286,25 +286,6 @@ impl RankChains {
             src: Slot::Out(c0),
             dst: Slot::Out(c0),
             cnt,
-        }
-    }
-
-    /// Rank v's reduction for block `bi` of an allreduce (`children`,
-    /// `parent` as in [`RankChains::push_run`]): into o at the owner
-    /// (global chunk index), one message over v's reduction run, built at
-    /// its first block; its chain is kept for [`RankChains::push_ar_bcast`].
-    fn push_ar_reduce<F: Fn(usize, usize) -> usize>(
-        &mut self,
-        cx: &Ctx<F>,
-        v: usize,
-        bi: usize,
-        children: &[(usize, usize, usize, usize)],
-        parent: Option<(usize, usize, usize)>,
-    ) {
-        if let Some(start) = self.push_reduce(cx, v, bi, children, parent, |c| c) {
-            let chain: Vec<usize> = self.chain_ops.drain(start..).collect();
-            let tail = *chain.last().expect("a reduction op");
-            self.run_tail.insert(bi, (tail, chain));
         }
     }
 
@@ -439,10 +420,12 @@ impl RankChains {
         });
     }
 
-    /// Rank v's reduce-scatter chain for its run containing block `bi`,
-    /// built at the run's first block (elsewhere nothing): `children` are
-    /// v's children (dst, step, src, channel) in block bi's tree, `parent`
-    /// its parent edge (dst, step, channel).
+    /// Rank v's reduction chain for its run containing block `bi`, built
+    /// at the run's first block (elsewhere nothing): `children` are v's
+    /// children (dst, step, src, channel) in block bi's tree, `parent` its
+    /// parent edge (dst, step, channel). The owner's accumulator is its
+    /// output shard, or in an allreduce (`allreduce`) o at the global
+    /// chunk index, whose chain is kept for [`RankChains::push_ar_bcast`].
     fn push_run<F: Fn(usize, usize) -> usize>(
         &mut self,
         cx: &Ctx<F>,
@@ -450,9 +433,17 @@ impl RankChains {
         bi: usize,
         children: &[(usize, usize, usize, usize)],
         parent: Option<(usize, usize, usize)>,
+        allreduce: bool,
     ) {
-        let shard = (v * cx.cps) as u32;
-        if let Some(start) = self.push_reduce(cx, v, bi, children, parent, |c| c - shard) {
+        let shard = if allreduce { 0 } else { (v * cx.cps) as u32 };
+        let Some(start) = self.push_reduce(cx, v, bi, children, parent, |c| c - shard) else {
+            return;
+        };
+        if allreduce {
+            let chain: Vec<usize> = self.chain_ops.drain(start..).collect();
+            let tail = *chain.last().expect("a reduction op");
+            self.run_tail.insert(bi, (tail, chain));
+        } else {
             self.chains.push(start..self.chain_ops.len());
         }
     }

@@ -10,7 +10,7 @@
 //!    of such a message may split the run further — a receive then spans
 //!    several of its chains and must head them all or follow one op they
 //!    share, else the sender's run is cut there too (`Runs`). An
-//!    allreduce's broadcast has runs of its own (`BRuns`): a rank
+//!    allreduce's broadcast has runs of its own (`Runs::broadcast`): a rank
 //!    receives as one message the consecutive blocks whose path from the
 //!    owner agrees, and forwards sub-ranges of it. Both matter where the
 //!    two trees of a chunk change at different chunks — a pair of two
@@ -60,7 +60,7 @@ mod threadblocks;
 
 use crate::ir::{Algorithm, Collective, GpuProgram, Program, Proto, Runtime};
 use chains::RankChains;
-use runs::{BRuns, Block, Runs};
+use runs::{Block, Runs};
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::ir::msccl::MAX_CHANNELS;
@@ -252,9 +252,9 @@ fn lower_with_window(
     // A broadcast's messages span blocks only in an allreduce (whose
     // blocks the reduction's trees split too), unless asked not to.
     let bruns = if spec.coll == Collective::AllReduce && opts.bcast_runs {
-        BRuns::new(n, &blocks, &per_bcast)
+        Runs::broadcast(n, &blocks, &per_bcast)
     } else {
-        BRuns::blocks_only(n)
+        Runs::blocks_only(n)
     };
     let trees = Trees {
         blocks: &blocks,
@@ -366,7 +366,7 @@ fn chain_windows(prog: &mut Program, nwin: usize) {
 struct Trees<'a> {
     blocks: &'a [Block],
     runs: &'a Runs,
-    bruns: &'a BRuns,
+    bruns: &'a Runs,
     per_chunk: &'a [Vec<(usize, usize, usize, usize)>],
     per_bcast: &'a [Vec<(usize, usize, usize, usize)>],
 }

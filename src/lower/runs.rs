@@ -1,7 +1,9 @@
 //! Blocks and message runs (item 1 of the module doc): consecutive chunks
 //! with identical trees form a `Block`; per rank, consecutive blocks of
-//! one owner in which that rank's whole subtree is identical form a run
-//! (`Runs`), cut further where a receiver's chains need it.
+//! one owner in which that rank's whole reduce subtree is identical form a
+//! run (`Runs::new`), cut further where a receiver's chains need it, and
+//! in an allreduce those whose path from the owner in the broadcast tree
+//! agrees form a broadcast run (`Runs::broadcast`).
 
 use crate::ir::msccl::MAX_CNT;
 use crate::ir::{Spec, Transfer};
@@ -84,30 +86,35 @@ impl Runs {
             owner: vec![None; n],
             cut: Vec::new(),
         };
-        let mut b = 0;
-        while b < blocks.len() {
+        for (b, e) in several_blocks(blocks) {
             let o = blocks[b].owner;
-            let mut e = b + 1;
-            while e < blocks.len() && blocks[e].owner == o {
-                e += 1;
-            }
-            if e - b > 1 {
-                let off = runs.cut.len();
-                runs.cut.resize(off + n * (e - b - 1), false);
-                runs.owner[o] = Some((b, e - b, off));
-                let views: Vec<TreeView> = (b..e)
-                    .map(|x| TreeView::new(n, &per_chunk[blocks[x].start]))
-                    .collect();
-                runs.cut_owner(n, o, &blocks[b..e], &views);
-            }
-            b = e;
+            let off = runs.cut.len();
+            runs.cut.resize(off + n * (e - b - 1), false);
+            runs.owner[o] = Some((b, e - b, off));
+            let views: Vec<TreeView> = (b..e)
+                .map(|x| TreeView::new(n, &per_chunk[blocks[x].start]))
+                .collect();
+            runs.cut_owner(n, o, &blocks[b..e], &views);
         }
         runs
     }
 
     /// Rank v's run containing block b: blocks [start, end).
     pub(super) fn run(&self, v: usize, b: usize, blocks: &[Block]) -> (usize, usize) {
-        run_of(&self.owner, &self.cut, v, b, blocks)
+        let Some((first, nb, off)) = self.owner[blocks[b].owner] else {
+            return (b, b + 1);
+        };
+        let cut = &self.cut[off + v * (nb - 1)..off + (v + 1) * (nb - 1)];
+        let i = b - first;
+        let mut s = i;
+        while s > 0 && !cut[s - 1] {
+            s -= 1;
+        }
+        let mut e = i;
+        while e + 1 < nb && !cut[e] {
+            e += 1;
+        }
+        (first + s, first + e + 1)
     }
 
     /// The cuts of one owner's blocks `bl` (trees `views`):
@@ -213,6 +220,24 @@ impl Runs {
     }
 }
 
+/// The spans [start, end) of consecutive blocks of one owner, where an
+/// owner has several.
+fn several_blocks(blocks: &[Block]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut b = 0;
+    while b < blocks.len() {
+        let mut e = b + 1;
+        while e < blocks.len() && blocks[e].owner == blocks[b].owner {
+            e += 1;
+        }
+        if e - b > 1 {
+            out.push((b, e));
+        }
+        b = e;
+    }
+    out
+}
+
 /// Chunks per block on average (at least 1): transfers of a block are
 /// lowered once for all its chunks.
 pub(super) fn chunks_per_block(blocks: &[Block], total: usize) -> usize {
@@ -269,37 +294,21 @@ pub(super) fn blocks(
     blocks
 }
 
-/// Broadcast runs of an allreduce: per rank, consecutive blocks of one
-/// owner that it receives as one message — the edges on its path from the
-/// owner agree across them (blocks split by the reduction's trees, as in a
-/// pair of two synthesizers' halves, keep the broadcast's messages). A
-/// rank's receive runs nest in its parent's (it forwards sub-ranges of what
-/// it received), so the edge v → k moves k's receive runs; the owner's
-/// sends join the reductions of every block they span.
-pub(super) struct BRuns {
-    /// Per owner with several blocks: (first block, blocks, offset in
-    /// `cut`).
-    owner: Vec<Option<(usize, usize, usize)>>,
-    /// `cut[off + v·(nb − 1) + i]`: rank v's receive run ends between
-    /// blocks first + i and first + i + 1 (the owner's row unused).
-    cut: Vec<bool>,
-}
-
-impl BRuns {
-    /// Every run one block.
-    pub(super) fn blocks_only(n: usize) -> BRuns {
-        BRuns {
-            owner: vec![None; n],
-            cut: Vec::new(),
-        }
-    }
-
-    pub(super) fn new(
+impl Runs {
+    /// An allreduce's broadcast runs: per rank, the consecutive blocks of
+    /// one owner that it receives as one message — the edges on its path
+    /// from the owner agree across them (blocks split by the reduction's
+    /// trees, as in a pair of two synthesizers' halves, keep the
+    /// broadcast's messages). A rank's receive runs nest in its parent's
+    /// (it forwards sub-ranges of what it received), so the edge v → k
+    /// moves k's receive runs; the owner's sends join the reductions of
+    /// every block they span. The owner's row is unused.
+    pub(super) fn broadcast(
         n: usize,
         blocks: &[Block],
         per_bcast: &[Vec<(usize, usize, usize, usize)>],
-    ) -> BRuns {
-        let mut runs = BRuns::blocks_only(n);
+    ) -> Runs {
+        let mut runs = Runs::blocks_only(n);
         let parents = |x: usize| -> Vec<Option<(usize, usize, usize)>> {
             let mut p = vec![None; n];
             for &(src, dst, step, ch) in &per_bcast[blocks[x].start] {
@@ -307,97 +316,59 @@ impl BRuns {
             }
             p
         };
-        let mut b = 0;
-        while b < blocks.len() {
+        for (b, e) in several_blocks(blocks) {
             let o = blocks[b].owner;
-            let mut e = b + 1;
-            while e < blocks.len() && blocks[e].owner == o {
-                e += 1;
-            }
-            if e - b > 1 {
-                let (nb, off) = (e - b, runs.cut.len());
-                let w = nb - 1;
-                runs.cut.resize(off + n * w, false);
-                runs.owner[o] = Some((b, nb, off));
-                // A run holds at most MAX_CNT chunks: the same cuts for
-                // every rank, so nesting holds.
-                let mut full = vec![false; w];
-                let mut acc = blocks[b].len;
-                for (i, f) in full.iter_mut().enumerate() {
-                    let next = blocks[b + i + 1].len;
-                    if acc + next > MAX_CNT {
-                        *f = true;
-                        acc = next;
-                    } else {
-                        acc += next;
-                    }
+            let (nb, off) = (e - b, runs.cut.len());
+            let w = nb - 1;
+            runs.cut.resize(off + n * w, false);
+            runs.owner[o] = Some((b, nb, off));
+            // A run holds at most MAX_CNT chunks: the same cuts for
+            // every rank, so nesting holds.
+            let mut full = vec![false; w];
+            let mut acc = blocks[b].len;
+            for (i, f) in full.iter_mut().enumerate() {
+                let next = blocks[b + i + 1].len;
+                if acc + next > MAX_CNT {
+                    *f = true;
+                    acc = next;
+                } else {
+                    acc += next;
                 }
-                let mut next = parents(b);
-                for (i, &f) in full.iter().enumerate() {
-                    let here = std::mem::replace(&mut next, parents(b + i + 1));
-                    // cut(v) = full ∨ v's edge differs ∨ cut(parent(v)),
-                    // memoised along each path from the owner.
-                    let mut memo: Vec<Option<bool>> = vec![None; n];
-                    memo[o] = Some(f);
-                    let mut path = Vec::new();
-                    for v in 0..n {
-                        let mut u = v;
-                        let val = loop {
-                            if let Some(c) = memo[u] {
-                                break c;
-                            }
-                            match here[u] {
-                                // Not in the tree (one rank): nothing to move.
-                                None => break true,
-                                Some(_) if f || here[u] != next[u] => break true,
-                                Some((p, _, _)) => {
-                                    path.push(u);
-                                    u = p;
-                                }
-                            }
-                        };
-                        memo[u] = Some(val);
-                        for x in path.drain(..) {
-                            memo[x] = Some(val);
+            }
+            let mut next = parents(b);
+            for (i, &f) in full.iter().enumerate() {
+                let here = std::mem::replace(&mut next, parents(b + i + 1));
+                // cut(v) = full ∨ v's edge differs ∨ cut(parent(v)),
+                // memoised along each path from the owner.
+                let mut memo: Vec<Option<bool>> = vec![None; n];
+                memo[o] = Some(f);
+                let mut path = Vec::new();
+                for v in 0..n {
+                    let mut u = v;
+                    let val = loop {
+                        if let Some(c) = memo[u] {
+                            break c;
                         }
-                    }
-                    for (v, m) in memo.iter().enumerate() {
-                        runs.cut[off + v * w + i] = m.unwrap_or(true);
+                        match here[u] {
+                            // Not in the tree (one rank): nothing to move.
+                            None => break true,
+                            Some(_) if f || here[u] != next[u] => break true,
+                            Some((p, _, _)) => {
+                                path.push(u);
+                                u = p;
+                            }
+                        }
+                    };
+                    memo[u] = Some(val);
+                    for x in path.drain(..) {
+                        memo[x] = Some(val);
                     }
                 }
+                for (v, m) in memo.iter().enumerate() {
+                    runs.cut[off + v * w + i] = m.unwrap_or(true);
+                }
             }
-            b = e;
         }
         runs
     }
-
-    /// Rank v's receive run containing block b: blocks [start, end).
-    pub(super) fn run(&self, v: usize, b: usize, blocks: &[Block]) -> (usize, usize) {
-        run_of(&self.owner, &self.cut, v, b, blocks)
-    }
-}
-
-/// Rank v's run containing block b under per-owner cuts (`owner`: first
-/// block, blocks and offset in `cut` of each owner with several blocks).
-fn run_of(
-    owner: &[Option<(usize, usize, usize)>],
-    cut: &[bool],
-    v: usize,
-    b: usize,
-    blocks: &[Block],
-) -> (usize, usize) {
-    let Some((first, nb, off)) = owner[blocks[b].owner] else {
-        return (b, b + 1);
-    };
-    let cut = &cut[off + v * (nb - 1)..off + (v + 1) * (nb - 1)];
-    let i = b - first;
-    let mut s = i;
-    while s > 0 && !cut[s - 1] {
-        s -= 1;
-    }
-    let mut e = i;
-    while e + 1 < nb && !cut[e] {
-        e += 1;
-    }
-    (first + s, first + e + 1)
 }
