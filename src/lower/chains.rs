@@ -146,32 +146,37 @@ pub(super) fn build(
     {
         // The reduce in-tree: per rank its children (dst, step, src,
         // channel) and its parent edge; the copy out-tree: per rank its
-        // children (src, step, dst, channel) and its parent edge.
-        tree_csr(
-            &per_chunk[b.start],
-            true,
-            &mut by_dst,
-            &mut child_start,
-            &mut parent,
-        );
-        tree_csr(
-            &per_bcast[b.start],
-            false,
-            &mut bkids,
-            &mut bkid_start,
-            &mut bparent,
-        );
+        // children (src, step, dst, channel) and its parent edge. Each
+        // only in the pass that reads it.
+        if pass == 0 {
+            tree_csr(
+                &per_chunk[b.start],
+                true,
+                &mut by_dst,
+                &mut child_start,
+                &mut parent,
+            );
+        }
+        if pass + 1 == passes {
+            tree_csr(
+                &per_bcast[b.start],
+                false,
+                &mut bkids,
+                &mut bkid_start,
+                &mut bparent,
+            );
+        }
         for v in ranks.clone() {
-            let children = &by_dst[child_start[v]..child_start[v + 1]];
+            let children = || &by_dst[child_start[v]..child_start[v + 1]];
             let rc = &mut out[v - lo];
             match spec.coll {
-                Collective::ReduceScatter => rc.push_run(&cx, v, bi, children, parent[v], false),
+                Collective::ReduceScatter => rc.push_run(&cx, v, bi, children(), parent[v], false),
                 Collective::AllGather => {
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
                     rc.push_both(&cx, v, bi, bparent[v], kids)
                 }
                 Collective::AllReduce if pass == 0 => {
-                    rc.push_run(&cx, v, bi, children, parent[v], true)
+                    rc.push_run(&cx, v, bi, children(), parent[v], true)
                 }
                 Collective::AllReduce => {
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
