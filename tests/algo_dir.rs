@@ -185,10 +185,10 @@ fn writing_beside_another_machine_is_reported() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
-/// An SM budget: `synth --max-tbs N` keeps every file within N
-/// threadblocks per rank (the search scores within it), `verify --topo`
-/// says what share of the SMs a file needs resident at once, and a budget
-/// of 0 is a request error.
+/// An SM budget: by default `synth` keeps every file within half the
+/// SMs (the search scores within it), `--max-tbs N` sets another budget,
+/// `verify --topo` says what share of the SMs a file needs resident at
+/// once and warns above half, and a budget of 0 is a request error.
 #[test]
 fn threadblock_budget_and_sm_share() {
     let d = tmp("budget");
@@ -197,8 +197,6 @@ fn threadblock_budget_and_sm_share() {
         "synth",
         "--topo",
         "topologies/dgx1-v100.json",
-        "--max-tbs",
-        "40",
         "--sizes",
         "1K,64K,1G",
         "-o",
@@ -214,6 +212,44 @@ fn threadblock_budget_and_sm_share() {
             p.max_tbs_per_rank()
         );
     }
+    // The gap search on the whole GPU takes more than half of it.
+    let file = d.join("gap-80.xml");
+    let f = file.to_str().unwrap();
+    let (code, _, err) = rscc(&[
+        "synth",
+        "--topo",
+        "topologies/dgx1-v100.json",
+        "--algo",
+        "gap",
+        "--max-tbs",
+        "80",
+        "-o",
+        f,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p = rscc::front::msccl_xml::load(&file).unwrap();
+    let tbs = p.max_tbs_per_rank();
+    assert!((41..=80).contains(&tbs), "{tbs}");
+    let (code, out, err) = rscc(&["verify", f, "--topo", "topologies/dgx1-v100.json"]);
+    assert_eq!(code, 0, "{err}");
+    let share = format!(
+        "needs {tbs} threadblocks per rank resident at once, {:.0} % of the GPU's 80 SMs (more than half",
+        100.0 * tbs as f64 / 80.0
+    );
+    assert!(out.contains(&share), "{out}");
+    // The default for the same request stays within half.
+    let (code, _, err) = rscc(&[
+        "synth",
+        "--topo",
+        "topologies/dgx1-v100.json",
+        "--algo",
+        "gap",
+        "-o",
+        f,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p = rscc::front::msccl_xml::load(&file).unwrap();
+    assert!(p.max_tbs_per_rank() <= 40, "{}", p.max_tbs_per_rank());
     let (code, _, err) = rscc(&[
         "synth",
         "--topo",
@@ -225,17 +261,6 @@ fn threadblock_budget_and_sm_share() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("--max-tbs must be at least 1"), "{err}");
-    let (code, out, err) = rscc(&[
-        "verify",
-        "schedules/dgx1-v100/extra/gap-rs.xml",
-        "--topo",
-        "topologies/dgx1-v100.json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    assert!(
-        out.contains("needs 79 threadblocks per rank resident at once, 99 % of the GPU's 80 SMs (more than half"),
-        "{out}"
-    );
     let _ = std::fs::remove_dir_all(&d);
 }
 

@@ -25,7 +25,8 @@ fn max_tbs(p: &Program) -> usize {
     p.gpus.iter().map(|g| g.tbs.len()).max().unwrap_or(0)
 }
 
-/// 16 × DGX-A100 with 24 SMs per GPU: the star needs a threadblock per
+/// 16 × DGX-A100 with 48 SMs per GPU (the default budget: 24 threadblocks
+/// per rank): the star needs a threadblock per
 /// rail peer (15 each way) on top of the host-mates, so `hier` takes a
 /// radix tree on the rail, and the simulated time at 1 GiB stays within
 /// 10 % of the star's (same volume per link; one more α level).
@@ -36,7 +37,7 @@ fn hier_takes_a_rail_tree_when_the_star_does_not_fit() {
     assert_eq!(star.algorithm.name, "hier");
     for r in 0..t.num_ranks() {
         let n = t.ranks[r];
-        t.graph[n].sms = Some(24);
+        t.graph[n].sms = Some(48);
     }
     let tree = compile(&t, &CompileOptions::algo(Algo::Hier, None)).expect("tree");
     assert!(

@@ -210,18 +210,33 @@ fn band_directory_files_cover_the_sizes_and_the_table_uses_them() {
 }
 
 /// `tree`'s default is graded classes; on DGX-1 three weight groups need
-/// 117 threadblocks per rank, more than a V100's 80 SMs, so the driver says
-/// so and takes two groups.
+/// 117 threadblocks per rank, more than a V100's 80 SMs, so with the
+/// whole GPU the driver says so and takes two groups; within the default
+/// budget (40, half the SMs) two groups do not fit either, and it takes
+/// the equal classes.
 #[test]
 fn tree_falls_back_to_fewer_grades_within_the_sm_count() {
     let t = rscc::front::load_topology(std::path::Path::new("topologies/dgx1-v100.json"))
         .expect("shipped");
-    let c = compile(&t, &CompileOptions::algo(Algo::Tree, None)).expect("compiles");
+    let mut whole = CompileOptions::algo(Algo::Tree, None);
+    whole.max_tbs = Some(80);
+    let c = compile(&t, &whole).expect("compiles");
     assert_eq!(c.algorithm.name, "tree-graded2");
     assert!(c.program.max_tbs_per_rank() <= 80);
     assert_eq!(c.fallbacks.len(), 1, "{:?}", c.fallbacks);
     assert!(
-        c.fallbacks[0].starts_with("tree-graded3: ") && c.fallbacks[0].contains("80 SMs"),
+        c.fallbacks[0].starts_with("tree-graded3: ")
+            && c.fallbacks[0].contains("exceed the requested 80"),
+        "{:?}",
+        c.fallbacks
+    );
+    let c = compile(&t, &CompileOptions::algo(Algo::Tree, None)).expect("compiles");
+    assert_eq!(c.algorithm.name, "tree");
+    assert!(c.program.max_tbs_per_rank() <= 40);
+    assert_eq!(c.fallbacks.len(), 2, "{:?}", c.fallbacks);
+    assert!(
+        c.fallbacks[1].starts_with("tree-graded2: ")
+            && c.fallbacks[1].contains("half the GPU's 80 SMs (the default budget"),
         "{:?}",
         c.fallbacks
     );

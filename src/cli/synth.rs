@@ -111,10 +111,11 @@ pub struct SynthArgs {
     /// Runtime the file targets (default: rccl for AMD GPUs, else executor).
     #[arg(long, value_enum)]
     pub runtime: Option<RuntimeArg>,
-    /// At most N threadblocks per rank (default: the GPUs' SM count, and
-    /// 64 on RCCL). MSCCL needs every threadblock resident at once: leave
-    /// SMs free where collectives overlap each other or compute (FSDP's
-    /// reduce-scatter beside the next allgather: about half the SMs each).
+    /// At most N threadblocks per rank, up to the GPUs' SM count (default:
+    /// half the SMs, and at most 64 on RCCL). MSCCL needs every
+    /// threadblock resident at once: half the SMs each lets two
+    /// collectives run side by side (FSDP's reduce-scatter beside the next
+    /// allgather); raise it where a collective always runs alone.
     #[arg(long, value_name = "N")]
     pub max_tbs: Option<usize>,
     /// Only in-place calls (default: both in-place and out-of-place).

@@ -46,6 +46,9 @@ pub fn first_fit(
             let why = match topo.min_sms() {
                 _ if opts.max_tbs == Some(m) => format!("the requested {m} (--max-tbs)"),
                 Some(s) if s as usize == m => format!("the GPU's {m} SMs"),
+                Some(s) if opts.max_tbs.is_none() && super::default_max_tbs(topo) == m => {
+                    format!("{m}, half the GPU's {s} SMs (the default budget; --max-tbs raises it)")
+                }
                 _ => format!("the {} runtime's {m}", opts.lower.runtime.name()),
             };
             fallbacks.push(format!(

@@ -116,12 +116,31 @@ impl CompileOptions {
 
     /// Threadblocks per rank a schedule may use: at most the GPUs' SMs
     /// (all of them must be co-resident), the runtime's threadblock limit
-    /// (64 on RCCL) and the request's `max_tbs`.
+    /// (64 on RCCL) and the request's `max_tbs`, which defaults to
+    /// [`default_max_tbs`].
     pub fn tb_budget(&self, topo: &Topology) -> usize {
         let sms = topo.min_sms().map_or(usize::MAX, |s| s as usize);
-        sms.min(self.lower.runtime.max_tb_id())
-            .min(self.max_tbs.unwrap_or(usize::MAX))
+        let asked = self.max_tbs.unwrap_or_else(|| default_max_tbs(topo));
+        sms.min(self.lower.runtime.max_tb_id()).min(asked)
     }
+}
+
+/// The threadblocks per rank a schedule may use unless the request says
+/// otherwise: half the GPUs' SMs (rounded down, at least 1), unbounded
+/// where no GPU states its SMs. An MSCCL kernel's threadblocks wait on
+/// each other and on their peers, so all of them must be resident at
+/// once; FSDP runs a reduce-scatter beside the next allgather on another
+/// stream (and HSDP an allreduce beside them), so two rscc kernels that
+/// each keep within half the SMs can both be resident once the compute
+/// kernels beside them drain, where two that need more can wait on each
+/// other forever. NCCL's own kernels keep within its channel count (one
+/// block per channel, at most 32), which rscc's schedules, with one
+/// threadblock per peer and channel, cannot match without giving up the
+/// bandwidth that is their point; `--max-tbs` sets another budget (up to
+/// the SMs).
+pub fn default_max_tbs(topo: &Topology) -> usize {
+    topo.min_sms()
+        .map_or(usize::MAX, |s| (s as usize / 2).max(1))
 }
 
 /// A verified schedule and where it came from.
@@ -289,4 +308,42 @@ pub fn sanitize(s: &str) -> String {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Runtime;
+
+    fn load(name: &str) -> Topology {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("topologies")
+            .join(name);
+        crate::front::load_topology(&p).unwrap()
+    }
+
+    #[test]
+    fn the_budget_is_half_the_sms_unless_asked_up_to_all_of_them() {
+        let v100 = load("dgx1-v100.json");
+        let mut o = CompileOptions::default();
+        assert_eq!(o.tb_budget(&v100), 40);
+        o.max_tbs = Some(80);
+        assert_eq!(o.tb_budget(&v100), 80);
+        o.max_tbs = Some(500);
+        assert_eq!(o.tb_budget(&v100), 80, "never above the SMs");
+        o.max_tbs = Some(7);
+        assert_eq!(o.tb_budget(&v100), 7);
+        // RCCL's 64 binds below half of MI300X's 304 CUs.
+        let mi300x = load("mi300x.json");
+        let mut o = CompileOptions::default();
+        o.lower.runtime = Runtime::Rccl;
+        assert_eq!(o.tb_budget(&mi300x), 64);
+        // No GPU states its SMs: only the runtime's limit.
+        let cpu = load("cpu-shm.json");
+        assert_eq!(default_max_tbs(&cpu), usize::MAX);
+        assert_eq!(
+            CompileOptions::default().tb_budget(&cpu),
+            Runtime::Executor.max_tb_id()
+        );
+    }
 }
