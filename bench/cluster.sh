@@ -7,6 +7,9 @@
 #
 #   bench/cluster.sh [RSCC_BIN] [OUT.json]     # HOSTS="4 32 64" KINDS=dgx-h100
 #
+# MAX_TBS=N passes `--max-tbs N` to auto (default: synth's budget, half
+# the SMs; 132 gives an H100's whole GPU).
+#
 # docs/benchmarks.md "Cluster scale" has the figures.
 set -euo pipefail
 bin=${1:-target/release/rscc}
@@ -25,7 +28,7 @@ for kind in $kinds; do
       rm -rf "$tmp/dir" "$tmp/one.xml"
       # auto writes a file per size band; a single algorithm one file.
       if [ "$algo" = auto ]; then
-        dest="$tmp/dir"; args=(synth --topo "$topo" -o "$tmp/dir/")
+        dest="$tmp/dir"; args=(synth --topo "$topo" -o "$tmp/dir/" ${MAX_TBS:+--max-tbs "$MAX_TBS"})
       else
         dest="$tmp/one.xml"; args=(synth --topo "$topo" --algo "$algo" -o "$dest")
       fi
