@@ -43,13 +43,18 @@ pub fn first_fit(
             }
         };
         if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
+            // The binding limit, the hard ones first: only the default
+            // budget is one --max-tbs can raise.
             let why = match topo.min_sms() {
                 _ if opts.max_tbs == Some(m) => format!("the requested {m} (--max-tbs)"),
                 Some(s) if s as usize == m => format!("the GPU's {m} SMs"),
-                Some(s) if opts.max_tbs.is_none() && super::default_max_tbs(topo) == m => {
+                _ if opts.lower.runtime.max_tb_id() == m => {
+                    format!("the {} runtime's {m}", opts.lower.runtime.name())
+                }
+                Some(s) => {
                     format!("{m}, half the GPU's {s} SMs (the default budget; --max-tbs raises it)")
                 }
-                _ => format!("the {} runtime's {m}", opts.lower.runtime.name()),
+                None => format!("the budget of {m}"),
             };
             fallbacks.push(format!(
                 "{}: {} threadblocks per rank exceed {why}",
