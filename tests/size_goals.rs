@@ -42,7 +42,7 @@ fn shipped_schedules_reach_the_bound_at_1_gib() {
 /// schedule safe up to 32 MiB that `auto` scores beside the others.)
 /// These figures are for a collective that has the whole GPU
 /// (`--max-tbs` = the SMs). Within the default budget of half the SMs
-/// DGX-1's 64 KiB is 1.144 × (gap's best plans need 50–79 threadblocks
+/// DGX-1's 64 KiB is 1.144 × (gap's best plan on the whole GPU has 79 threadblocks
 /// per rank against 40): there the multi-hop goal is 1.15.
 #[test]
 fn small_messages_near_the_alpha_aware_figure_on_single_hosts() {
