@@ -1,7 +1,7 @@
 //! Multi-host schedules where a star across the rail does not fit the
 //! threadblock budget: `hier` falls back to a shallower-fan-out rail tree
-//! that moves the same data, within every MSCCL limit, and threadblocks
-//! split into step windows run one window after the other.
+//! that moves the same data, within every MSCCL limit, and a connection
+//! whose messages are split over channels runs its groups in order.
 
 mod common;
 
@@ -56,36 +56,42 @@ fn hier_takes_a_rail_tree_when_the_star_does_not_fit() {
     assert!(tt <= 1.10 * ts, "tree {tt} µs vs star {ts} µs");
 }
 
-/// A ring of 100 needs several step windows per connection: each window's
-/// threadblock waits for the previous window's last step before its first.
+/// A ring of 100 sends 99 messages on each connection, more than a
+/// threadblock's 64 steps: each connection's messages are split into
+/// groups on channels of their own (at most 64 steps per threadblock;
+/// `ring` takes a ring each way, two groups each: four threadblocks per
+/// rank), and a group's first send waits for the previous group's last
+/// send on the same connection.
 #[test]
-fn step_windows_run_in_order() {
+fn connection_groups_run_in_order() {
     let t = common::ring(100);
     let c = compile(&t, &CompileOptions::algo(Algo::Ring, None)).expect("compiles");
     let p = &c.program;
+    assert!(p.nchannels >= 2, "{} channels", p.nchannels);
+    assert!(max_tbs(p) <= 4, "{} threadblocks per rank", max_tbs(p));
     let mut chained = 0;
     for g in &p.gpus {
-        for tb in &g.tbs {
-            let same: Vec<_> = g
-                .tbs
-                .iter()
-                .filter(|o| o.id != tb.id && (o.send, o.recv) == (tb.send, tb.recv))
-                .collect();
-            if same.is_empty() {
+        let mut senders: Vec<_> = g.tbs.iter().filter(|t| t.send >= 0).collect();
+        senders.sort_by_key(|t| (t.send, t.chan));
+        for w in senders.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            assert!(a.steps.len() <= 64 && b.steps.len() <= 64);
+            if a.send != b.send {
                 continue;
             }
-            // The earliest window has no predecessor; every later one
-            // starts with a wait on a threadblock of the same peers.
-            let first = &tb.steps[0];
-            if first.depid >= 0 && same.iter().any(|o| o.id == first.depid) {
-                chained += 1;
-                let o = same.iter().find(|o| o.id == first.depid).unwrap();
-                assert_eq!(
-                    first.deps as usize,
-                    o.steps.len() - 1,
-                    "waits on the last step"
-                );
-            }
+            let last = a.steps.iter().rposition(|s| s.kind.sends()).unwrap();
+            let first = b.steps.iter().position(|s| s.kind.sends()).unwrap();
+            // The wait is on the first send itself or on a nop before it.
+            let waits = b.steps[..=first]
+                .iter()
+                .any(|s| s.depid == a.id && s.deps as usize == last);
+            assert!(
+                waits,
+                "rank {}: tb {} does not wait for tb {}",
+                g.id, b.id, a.id
+            );
+            assert!(a.steps[last].hasdep);
+            chained += 1;
         }
     }
     assert!(chained >= p.gpus.len(), "{chained} chained threadblocks");

@@ -72,12 +72,11 @@ pub(super) struct RankChains {
 }
 
 /// What building every chain of one lowering reads.
-struct Ctx<'a, F> {
+struct Ctx<'a> {
     blocks: &'a [Block],
     runs: &'a Runs,
     bruns: &'a Runs,
     cps: usize,
-    mchan: &'a F,
 }
 
 /// Chunks in blocks [rs, re).
@@ -89,7 +88,6 @@ fn chunks_of(blocks: &[Block], rs: usize, re: usize) -> u32 {
 pub(super) fn build(
     alg: &Algorithm,
     trees: &super::Trees,
-    mchan: &impl Fn(usize, usize) -> usize,
     ranks: std::ops::Range<usize>,
 ) -> Vec<RankChains> {
     let (blocks, runs, bruns) = (trees.blocks, trees.runs, trees.bruns);
@@ -127,7 +125,6 @@ pub(super) fn build(
         runs,
         bruns,
         cps,
-        mchan,
     };
     let mut bkids: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut bkid_start = vec![0usize; n + 1];
@@ -225,9 +222,9 @@ impl RankChains {
     /// there): receive from `bparent` (src, step, channel) into the output
     /// slot, or at the owner copy its input there, and one send per child
     /// in `bkids` (src, step, dst, channel).
-    fn push_both<F: Fn(usize, usize) -> usize>(
+    fn push_both(
         &mut self,
-        cx: &Ctx<F>,
+        cx: &Ctx,
         v: usize,
         bi: usize,
         bparent: Option<(usize, usize, usize)>,
@@ -246,7 +243,7 @@ impl RankChains {
             self.push_op(Op {
                 kind: OpKind::Recv,
                 key: (step as u32, 1, c0, src as u32, vv),
-                chan: (cx.mchan)(ch, step) as u32,
+                chan: ch as u32,
                 peer: src as u32,
                 src: out,
                 dst: out,
@@ -259,7 +256,7 @@ impl RankChains {
         let head = *self.chain_ops.last().expect("a broadcast head");
         let mut first_end = self.chain_ops.len();
         for (k, &(_, step, dst, ch)) in bkids.iter().enumerate() {
-            let op = Self::bsend(cx, vv, c0, step, dst, ch, cnt);
+            let op = Self::bsend(vv, c0, step, dst, ch, cnt);
             if k == 0 {
                 self.push_op(op);
                 first_end = self.chain_ops.len();
@@ -274,19 +271,11 @@ impl RankChains {
     }
 
     /// A broadcast send of `cnt` chunks from `c0` (output slots) to `dst`.
-    fn bsend<F: Fn(usize, usize) -> usize>(
-        cx: &Ctx<F>,
-        v: u32,
-        c0: u32,
-        step: usize,
-        dst: usize,
-        ch: usize,
-        cnt: u32,
-    ) -> Op {
+    fn bsend(v: u32, c0: u32, step: usize, dst: usize, ch: usize, cnt: u32) -> Op {
         Op {
             kind: OpKind::Send,
             key: (step as u32, 0, c0, v, dst as u32),
-            chan: (cx.mchan)(ch, step) as u32,
+            chan: ch as u32,
             peer: dst as u32,
             src: Slot::Out(c0),
             dst: Slot::Out(c0),
@@ -311,9 +300,9 @@ impl RankChains {
     /// and its send, or a receive and its send, may fuse); every other is
     /// a chain of its own behind its first predecessor, and further
     /// predecessors are `joins`.
-    fn push_ar_bcast<F: Fn(usize, usize) -> usize>(
+    fn push_ar_bcast(
         &mut self,
-        cx: &Ctx<F>,
+        cx: &Ctx,
         v: usize,
         bi: usize,
         bparent: Option<(usize, usize, usize)>,
@@ -348,7 +337,7 @@ impl RankChains {
             let op = Op {
                 kind: OpKind::Recv,
                 key: (step as u32, 1, c0, src as u32, vv),
-                chan: (cx.mchan)(ch, step) as u32,
+                chan: ch as u32,
                 peer: src as u32,
                 src: Slot::Out(c0),
                 dst: Slot::Out(c0),
@@ -366,7 +355,7 @@ impl RankChains {
             }
             let c0 = blocks[ka].start as u32;
             let cnt = chunks_of(blocks, ka, kb);
-            let op = Self::bsend(cx, vv, c0, step, dst, ch, cnt);
+            let op = Self::bsend(vv, c0, step, dst, ch, cnt);
             let (preds, same) = if is_root {
                 (tails(self, ka, kb), kb == ka + 1)
             } else {
@@ -431,9 +420,9 @@ impl RankChains {
     /// parent edge (dst, step, channel). The owner's accumulator is its
     /// output shard, or in an allreduce (`allreduce`) o at the global
     /// chunk index, whose chain is kept for [`RankChains::push_ar_bcast`].
-    fn push_run<F: Fn(usize, usize) -> usize>(
+    fn push_run(
         &mut self,
-        cx: &Ctx<F>,
+        cx: &Ctx,
         v: usize,
         bi: usize,
         children: &[(usize, usize, usize, usize)],
@@ -458,16 +447,16 @@ impl RankChains {
     /// chunk `out(c)` for global chunk c; the start of the chain they begin
     /// in `chain_ops`, which the caller closes (None off the run's first
     /// block).
-    fn push_reduce<F: Fn(usize, usize) -> usize>(
+    fn push_reduce(
         &mut self,
-        cx: &Ctx<F>,
+        cx: &Ctx,
         v: usize,
         bi: usize,
         children: &[(usize, usize, usize, usize)],
         parent: Option<(usize, usize, usize)>,
         out: impl Fn(u32) -> u32,
     ) -> Option<usize> {
-        let (blocks, runs, mchan) = (cx.blocks, cx.runs, cx.mchan);
+        let (blocks, runs) = (cx.blocks, cx.runs);
         let b = &blocks[bi];
         // v's chain for a run is built at the run's first block.
         let (rs, re) = runs.run(v, bi, blocks);
@@ -498,7 +487,7 @@ impl RankChains {
                 ops.push(Op {
                     kind: OpKind::RecvReduce,
                     key: (step as u32, 1, c0, src as u32, vv),
-                    chan: mchan(ch, step) as u32,
+                    chan: ch as u32,
                     peer: src as u32,
                     src: if j == 0 { Slot::In(c0) } else { acc },
                     dst: acc,
@@ -513,7 +502,7 @@ impl RankChains {
                 ops.push(Op {
                     kind: OpKind::RecvReduce,
                     key: (step as u32, 1, s0, src as u32, vv),
-                    chan: mchan(ch, step) as u32,
+                    chan: ch as u32,
                     peer: src as u32,
                     src: if j == 0 { Slot::In(s0) } else { acc_at(s0) },
                     dst: acc_at(s0),
@@ -528,7 +517,7 @@ impl RankChains {
             ops.push(Op {
                 kind: OpKind::Send,
                 key: (step as u32, 0, c0, vv, dst as u32),
-                chan: mchan(ch, step) as u32,
+                chan: ch as u32,
                 peer: dst as u32,
                 src: if children.is_empty() {
                     Slot::In(c0)

@@ -43,11 +43,14 @@
 //!    end) gets a `nop` in front of it per extra one, as MSCCL steps wait
 //!    on one dependency each;
 //! 6. MSCCL limits: when a threadblock would exceed the runtime's steps per
-//!    threadblock, transfers are spread over more channels by step window
-//!    (channel = logical channel × windows + step / window), starting from
-//!    the widest window in which no connection is over the limit, and
-//!    lowering retries with a smaller window; one connection's windows run
-//!    in order (`chain_windows`); more than 32 channels is an error;
+//!    threadblock, every connection's messages are split in key order into
+//!    groups of at most G (group g of logical channel l on channel
+//!    g · logical channels + l: `regroup`), starting from G = the steps
+//!    per threadblock, and lowering retries with a smaller G while a
+//!    threadblock is still over; a connection's groups run in order
+//!    (`chain_groups`); more than 32 channels is an error. A connection
+//!    takes as many channels as its own messages need, whatever the
+//!    others carry and wherever its steps lie;
 //! 7. for a runtime without fused steps (RCCL), every `rrc`, `rrs`, `rcs`
 //!    and `rrcs` is rewritten with `r`, `re`, `cpy` and `s` (`reduced`)
 //!    before the limits of item 6 are checked.
@@ -123,28 +126,31 @@ impl LowerError {
 /// Lower an Algorithm into a Program that fits `opts.runtime`'s limits.
 pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError> {
     let max_steps = opts.runtime.max_steps();
-    let steps = alg.num_steps().max(1);
-    // Skip the one-window attempt when some connection alone would carry
-    // more transfers than a threadblock may have steps.
+    let nlogical = alg.num_channels().max(1);
+    // Transfers per connection; a message moves at most a shard's chunks,
+    // so a connection has at least ⌈k / chunks per shard⌉ messages.
     let mut per_conn: HashMap<(usize, usize, usize), usize> = HashMap::default();
     for t in alg.edges() {
         *per_conn.entry((t.src, t.dst, t.channel)).or_default() += 1;
     }
-    let blocks_hint = alg.spec.chunks().max(1);
-    let crowded = per_conn
-        .values()
-        .any(|&k| k.div_ceil(blocks_hint) > max_steps);
-    let mut window = if crowded {
-        widest_window(alg, max_steps.saturating_sub(2).max(1), blocks_hint)
-    } else {
-        steps
-    };
-    // The tree check runs once the channel count is known to fit (it is
+    let cps = alg.spec.chunks().max(1);
+    let fewest = |k: usize| k.div_ceil(cps);
+    // Skip the ungrouped attempt when some connection alone would carry
+    // more messages than a threadblock may have steps.
+    let crowded = per_conn.values().any(|&k| fewest(k) > max_steps);
+    let first = max_steps.max(1);
+    let mut group = if crowded { first } else { usize::MAX };
+    // The tree check runs once the channel count may fit (it is
     // O(transfers); a candidate that cannot fit fails fast without it).
     let mut checked = false;
     loop {
-        // Channels needed at this window, known before lowering.
-        let need = alg.num_channels() * steps.div_ceil(window);
+        // Channels needed at least with this group size.
+        let groups = per_conn
+            .values()
+            .map(|&k| fewest(k).div_ceil(group))
+            .max()
+            .unwrap_or(1);
+        let need = nlogical * groups.max(1);
         if need > MAX_CHANNELS {
             return Err(LowerError::Channels {
                 channels: need,
@@ -155,7 +161,7 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
             alg.check().map_err(|e| LowerError::Algorithm(e.0))?;
             checked = true;
         }
-        let prog = lower_with_window(alg, opts, window)?;
+        let prog = lower_grouped(alg, opts, group)?;
         let nch = prog.nchannels as usize;
         let longest = prog
             .gpus
@@ -173,63 +179,34 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
         if longest <= max_steps {
             return Ok(prog);
         }
-        if window <= 1 {
+        if group <= 1 {
             return Err(LowerError::Steps {
                 steps: longest,
                 max_steps,
             });
         }
-        // Next window: what makes the longest TB fit, roughly.
-        let next = if window == steps {
-            widest_window(alg, max_steps.saturating_sub(2).max(1), blocks_hint)
+        // Next group size: what makes the longest TB fit, roughly.
+        let next = if group == usize::MAX {
+            first
         } else {
-            window * max_steps / (longest + 1)
+            group * max_steps / (longest + 1)
         };
-        window = next.min(window - 1).max(1);
+        group = next.min(group - 1).max(1);
     }
 }
 
-/// The widest step window in which no connection carries more than
-/// `limit` transfers each way together (per `blocks` chunks, which move as
-/// one message) — a threadblock's step count is about its connections'
-/// in a window, and a sparse connection needs few windows: channels =
-/// logical channels × windows. Binary search; the count grows with the
-/// window.
-fn widest_window(alg: &Algorithm, limit: usize, blocks: usize) -> usize {
-    let steps = alg.num_steps().max(1);
-    let fits = |w: usize| {
-        let mut per: HashMap<(usize, usize, usize, usize), usize> = HashMap::default();
-        for t in alg.edges() {
-            let (a, b) = (t.src.min(t.dst), t.src.max(t.dst));
-            *per.entry((a, b, t.channel, t.step / w)).or_default() += 1;
-        }
-        per.values().all(|&k| k.div_ceil(blocks) <= limit)
-    };
-    let (mut lo, mut hi) = (1usize, steps);
-    if fits(hi) {
-        return hi;
-    }
-    while lo + 1 < hi {
-        let mid = lo + (hi - lo) / 2;
-        if fits(mid) {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
-}
-
-fn lower_with_window(
+/// Lower with every connection's messages in groups of at most `group`
+/// (usize::MAX: one group), group g of logical channel l on MSCCL
+/// channel g · logical channels + l.
+fn lower_grouped(
     alg: &Algorithm,
     opts: &LowerOptions,
-    window: usize,
+    group: usize,
 ) -> Result<Program, LowerError> {
     let spec = alg.spec;
     let n = spec.ranks;
     let total = spec.total_chunks();
-    let nwin = alg.num_steps().max(1).div_ceil(window);
-    let mchan = |logical: usize, step: usize| logical * nwin + step / window;
+    let nlogical = alg.num_channels().max(1);
 
     let per_chunk = runs::per_chunk(&alg.transfers, total);
     let per_bcast = runs::per_chunk(&alg.bcast, total);
@@ -263,7 +240,8 @@ fn lower_with_window(
         per_chunk: &per_chunk,
         per_bcast: &per_bcast,
     };
-    let parts = crate::par::map(&ranges, |r| lower_ranks(alg, &trees, &mchan, r.clone()));
+    let grouping = (nlogical, group);
+    let parts = crate::par::map(&ranges, |r| lower_ranks(alg, &trees, grouping, r.clone()));
     let mut gpus = Vec::with_capacity(n);
     let mut max_chan = 0usize;
     for (g, m) in parts {
@@ -284,8 +262,8 @@ fn lower_with_window(
         max_bytes: Some(opts.max_bytes),
         gpus,
     };
-    if nwin > 1 {
-        chain_windows(&mut prog, nwin);
+    if max_chan >= nlogical {
+        chain_groups(&mut prog, nlogical);
     }
     if !opts.runtime.fused_steps() {
         reduced::rewrite(&mut prog);
@@ -293,66 +271,92 @@ fn lower_with_window(
     Ok(prog)
 }
 
-/// Threadblocks that differ only in their step window (same logical
-/// channel, send peer and receive peer) run one after the other: the
-/// first step of each waits for the last step of the previous window's.
-/// Unchained, every window's threadblock starts at once, so later
-/// windows' transfers share the links with the first window's and delay
-/// what the next phase needs first (on 128 × DGX-H100 the rail sends
-/// waited for the whole intra-host phase: 71 % of the bound at 1 GiB
-/// instead of 99 %). Data edges only go to later steps, so later windows,
-/// and these edges keep the dependency order acyclic. A first step that
+/// Put every connection's messages (per rank: its sends to one peer, or
+/// its receives from one, on one logical channel) in groups of at most
+/// `group` in key order, group g on channel g · `nlogical` + the logical
+/// channel. Both ends of a connection list its messages in the same key
+/// order, so they agree on every message's channel.
+fn regroup(ops: &mut [chains::Op], nlogical: usize, group: usize) {
+    use chains::OpKind;
+    if group == usize::MAX {
+        return;
+    }
+    let mut by_conn: HashMap<(u32, u32, bool), Vec<usize>> = HashMap::default();
+    for (i, o) in ops.iter().enumerate() {
+        if o.kind != OpKind::Copy {
+            by_conn
+                .entry((o.chan, o.peer, o.kind == OpKind::Send))
+                .or_default()
+                .push(i);
+        }
+    }
+    for list in by_conn.values_mut() {
+        list.sort_unstable_by_key(|&i| ops[i].key);
+        for (j, &i) in list.iter().enumerate() {
+            let g = (j / group) as u32;
+            ops[i].chan += g * nlogical as u32;
+        }
+    }
+}
+
+/// Each connection's groups run one after the other: a threadblock's
+/// first send on group g ≥ 1 of a connection waits for the last send of
+/// group g − 1 (the threadblock on the channel `nlogical` lower with the
+/// same send peer). Without it every group's threadblock starts at once,
+/// so later groups' transfers share the links with the first group's and
+/// delay what the next phase needs first (on 128 × DGX-H100 the rail
+/// sends waited for the whole intra-host phase: 71 % of the bound at
+/// 1 GiB instead of 99 %). The edge joins two sends of one connection in
+/// its key order, so the dependency order stays acyclic; a send that
 /// already waits on something gets a `nop` in front that carries the
-/// window edge (MSCCL's one dependency per step).
-fn chain_windows(prog: &mut Program, nwin: usize) {
+/// group edge (MSCCL's one dependency per step). Receives need no edge:
+/// their data arrives in the sender's order.
+fn chain_groups(prog: &mut Program, nlogical: usize) {
     use crate::ir::{Step, StepKind};
+    let nl = nlogical as i64;
     for g in &mut prog.gpus {
-        let mut order: Vec<(i64, i64, i64, i64, usize)> = g
+        let by_send: HashMap<(i64, i64), usize> = g
             .tbs
             .iter()
             .enumerate()
-            .filter(|(_, t)| !t.steps.is_empty())
-            .map(|(i, t)| {
-                (
-                    t.chan / nwin as i64,
-                    t.send,
-                    t.recv,
-                    t.chan % nwin as i64,
-                    i,
-                )
-            })
+            .filter(|(_, t)| t.send >= 0)
+            .map(|(i, t)| ((t.chan, t.send), i))
             .collect();
-        order.sort_unstable();
-        for w in order.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            if (a.0, a.1, a.2) != (b.0, b.1, b.2) {
+        for b in 0..g.tbs.len() {
+            let (chan, send) = (g.tbs[b].chan, g.tbs[b].send);
+            if send < 0 || chan < nl {
                 continue;
             }
-            let (ta, tb) = (a.4, b.4);
-            let last = g.tbs[ta].steps.len() - 1;
-            if g.tbs[ta].steps[last].kind == StepKind::Nop {
+            let Some(&a) = by_send.get(&(chan - nl, send)) else {
                 continue;
-            }
-            let dep_id = g.tbs[ta].id;
-            g.tbs[ta].steps[last].hasdep = true;
-            let first = &mut g.tbs[tb].steps[0];
-            if first.depid < 0 {
-                first.depid = dep_id;
-                first.deps = last as i64;
+            };
+            let Some(last) = g.tbs[a].steps.iter().rposition(|s| s.kind.sends()) else {
+                continue;
+            };
+            let Some(j) = g.tbs[b].steps.iter().position(|s| s.kind.sends()) else {
+                continue;
+            };
+            let dep_id = g.tbs[a].id;
+            g.tbs[a].steps[last].hasdep = true;
+            let step = &mut g.tbs[b].steps[j];
+            if step.depid < 0 {
+                step.depid = dep_id;
+                step.deps = last as i64;
                 continue;
             }
             let mut nop = Step::new(StepKind::Nop).count(0);
             nop.depid = dep_id;
             nop.deps = last as i64;
-            let id = g.tbs[tb].id;
-            g.tbs[tb].steps.insert(0, nop);
-            for (i, s) in g.tbs[tb].steps.iter_mut().enumerate() {
+            let id = g.tbs[b].id;
+            g.tbs[b].steps.insert(j, nop);
+            for (i, s) in g.tbs[b].steps.iter_mut().enumerate() {
                 s.s = i as i64;
             }
-            // Steps that wait on this threadblock now wait one later.
+            // Steps that wait on this threadblock's steps from j on now
+            // wait one later.
             for t in &mut g.tbs {
                 for s in &mut t.steps {
-                    if s.depid == id && s.deps >= 0 {
+                    if s.depid == id && s.deps >= j as i64 {
                         s.deps += 1;
                     }
                 }
@@ -376,12 +380,15 @@ struct Trees<'a> {
 fn lower_ranks(
     alg: &Algorithm,
     t: &Trees,
-    mchan: &impl Fn(usize, usize) -> usize,
+    grouping: (usize, usize),
     ranks: std::ops::Range<usize>,
 ) -> (Vec<GpuProgram>, usize) {
     let spec = alg.spec;
     let bufs = spec.coll.buffers(spec.total_chunks(), spec.ranks);
-    let rank_chains = chains::build(alg, t, mchan, ranks.clone());
+    let mut rank_chains = chains::build(alg, t, ranks.clone());
+    for rc in &mut rank_chains {
+        regroup(&mut rc.ops, grouping.0, grouping.1);
+    }
     let mut gpus = Vec::with_capacity(ranks.len());
     let mut max_chan = 0usize;
     for (v, rc) in ranks.zip(&rank_chains) {
@@ -408,4 +415,65 @@ fn lower_rank(v: usize, rc: &RankChains, bufs: crate::ir::spec::Buffers) -> (Gpu
         line: 0,
     };
     (gpu, max_chan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Spec, Transfer};
+    use crate::verify::{verify, VerifyOptions};
+
+    fn t(step: usize, chunk: usize, src: usize, dst: usize) -> Transfer {
+        Transfer {
+            step,
+            chunk,
+            src,
+            dst,
+            channel: 0,
+        }
+    }
+
+    /// Three ranks, 100 chunks per shard. Shard 0's chunks 1–98 go 2 → 1
+    /// → 0 one step apart (two dense connections of about 100 messages),
+    /// chunks 0 and 99 go 2 → 0 at the first and the last step (a sparse
+    /// connection at both ends of the schedule); shards 1 and 2 move as
+    /// one message each. The dense connections need two channels; the
+    /// sparse one keeps a single threadblock, every threadblock stays
+    /// within 64 steps, and the program verifies.
+    #[test]
+    fn a_sparse_connection_keeps_one_threadblock() {
+        let k = 100;
+        let mut tr = Vec::new();
+        for c in 0..k {
+            match c {
+                0 => tr.extend([t(0, c, 2, 0), t(0, c, 1, 0)]),
+                99 => tr.extend([t(100, c, 2, 0), t(100, c, 1, 0)]),
+                _ => tr.extend([t(c, c, 2, 1), t(c + 1, c, 1, 0)]),
+            }
+        }
+        for owner in 1..3 {
+            for c in owner * k..(owner + 1) * k {
+                for src in (0..3).filter(|&s| s != owner) {
+                    tr.push(t(0, c, src, owner));
+                }
+            }
+        }
+        let alg = Algorithm {
+            name: "sparse".into(),
+            spec: Spec::reduce_scatter(3, k),
+            transfers: tr,
+            bcast: Vec::new(),
+        };
+        let p = lower(&alg, &LowerOptions::default()).expect("lowers");
+        assert!(p.nchannels >= 2, "{} channels", p.nchannels);
+        let g0 = &p.gpus[0];
+        let from2 = g0.tbs.iter().filter(|t| t.recv == 2).count();
+        assert_eq!(from2, 1, "rank 0 receives from rank 2 in one threadblock");
+        for g in &p.gpus {
+            for tb in &g.tbs {
+                assert!(tb.steps.len() <= 64, "rank {} tb {}", g.id, tb.id);
+            }
+        }
+        verify(&p, &VerifyOptions::default()).expect("verifies");
+    }
 }
