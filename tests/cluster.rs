@@ -61,7 +61,8 @@ fn hier_takes_a_rail_tree_when_the_star_does_not_fit() {
 /// groups on channels of their own (at most 64 steps per threadblock;
 /// `ring` takes a ring each way, two groups each: four threadblocks per
 /// rank), and a group's first send waits for the previous group's last
-/// send on the same connection.
+/// send on the same connection. The CPU executor computes the
+/// reduce-scatter with it, in and out of place.
 #[test]
 fn connection_groups_run_in_order() {
     let t = common::ring(100);
@@ -95,6 +96,21 @@ fn connection_groups_run_in_order() {
         }
     }
     assert!(chained >= p.gpus.len(), "{chained} chained threadblocks");
+    for inplace in [false, true] {
+        let r = rscc::exec::run_program(
+            p,
+            &rscc::exec::RunOptions {
+                sizes: vec![64 << 10],
+                iters: 1,
+                warmup: 0,
+                check: true,
+                inplace: Some(inplace),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(r.rows.iter().all(|x| x.wrong == Some(0)), "inplace {inplace}");
+    }
 }
 
 /// Beyond what MSCCL XML can express at all (1024 `<gpu>` elements), synth
