@@ -109,7 +109,10 @@ fn connection_groups_run_in_order() {
             },
         )
         .unwrap();
-        assert!(r.rows.iter().all(|x| x.wrong == Some(0)), "inplace {inplace}");
+        assert!(
+            r.rows.iter().all(|x| x.wrong == Some(0)),
+            "inplace {inplace}"
+        );
     }
 }
 
