@@ -452,6 +452,58 @@ fn parallel_entries_add_up_like_a_count() {
     assert_eq!(m.graph.edge_count(), a.graph.edge_count() + 2);
 }
 
+/// Parallel links of one kind add up whatever their rates and α (two xGMI
+/// bridges of different widths between a pair): one bundle with the sum
+/// of their capacities and the least α, so the cut bound, every route's
+/// bottleneck and the synthesized schedule see both. Links of different
+/// kinds (NVLink beside PCIe) stay two transports, and a route takes one.
+#[test]
+fn parallel_links_of_one_kind_add_up_whatever_their_rates() {
+    let gpus = r#""nodes":[{"id":"g0","kind":"gpu","rank":0},{"id":"g1","kind":"gpu","rank":1}]"#;
+    let pair = |second: &str| {
+        format!(
+            r#"{{"name":"p",{gpus},"links":[
+              {{"from":"g0","to":"g1","bw_gbps":50,"alpha_us":1,"kind":"xgmi"}},
+              {second}]}}"#
+        )
+    };
+    let uneven = topo_json::parse(
+        &pair(r#"{"from":"g0","to":"g1","bw_gbps":25,"alpha_us":2,"count":2,"kind":"xgmi"}"#),
+        "uneven.json",
+    )
+    .unwrap();
+    assert_eq!(uneven.graph.edge_count(), 2, "one bundle per direction");
+    let r = uneven.route(0, 1).unwrap();
+    assert!((r.bottleneck_gbps - 100.0).abs() < 1e-9, "{r:?}");
+    assert_eq!(r.alpha_us, 1.0);
+    let b = rscc::bound::bandwidth_bound(&uneven, rscc::ir::Collective::ReduceScatter).unwrap();
+    let one = topo_json::parse(
+        &pair(r#"{"from":"g0","to":"g1","bw_gbps":50,"alpha_us":1,"kind":"xgmi"}"#),
+        "even.json",
+    )
+    .unwrap();
+    let even = rscc::bound::bandwidth_bound(&one, rscc::ir::Collective::ReduceScatter).unwrap();
+    // 100 GB/s in each direction against 100 GB/s: the same limit.
+    assert!(
+        (b.x_star_f64() - even.x_star_f64()).abs() < 1e-12,
+        "{} vs {}",
+        b.x_star_string(),
+        even.x_star_string()
+    );
+    // Written back, the bundle keeps its capacity.
+    let again = topo_json::parse(&topo_json::to_json(&uneven), "again.json").unwrap();
+    assert!((again.route(0, 1).unwrap().bottleneck_gbps - 100.0).abs() < 1e-9);
+    // NVLink beside PCIe: two links per direction; the route takes the
+    // NVLink (least α), and the bound counts what routes can use.
+    let kinds = topo_json::parse(
+        &pair(r#"{"from":"g0","to":"g1","bw_gbps":25,"alpha_us":2,"kind":"pcie"}"#),
+        "kinds.json",
+    )
+    .unwrap();
+    assert_eq!(kinds.graph.edge_count(), 4);
+    assert_eq!(kinds.route(0, 1).unwrap().bottleneck_gbps, 50.0);
+}
+
 /// The same on shipped machines: DGX-1, DGX-2 and 4 × DGX-A100 written
 /// with one entry per physical link (no `count`) are the shipped files'
 /// machines — the same links and the same cut bound.

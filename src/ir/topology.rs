@@ -65,21 +65,22 @@ impl Link {
     }
 }
 
-/// `g` with parallel links of one direction and equal attributes merged
-/// into one (counts added, first occurrence's place kept); unchanged when
-/// there are none.
+/// `g` with the parallel links of one direction and one kind merged into
+/// one bundle (first occurrence's place kept); unchanged when there are
+/// none. Links of one kind between the same two nodes are one physical
+/// connection whose lanes the hardware stripes every transfer over
+/// (NVLinks or xGMI links between two GPUs, the ports between a GPU and a
+/// switch), so their capacities add up whatever their rates: the bundle
+/// has the links' total `count`, their mean rate per link (so that
+/// `capacity_gbps` is the sum), and the least α of them, which keeps
+/// every α-aware bound valid. Links of different kinds (NVLink beside
+/// PCIe) are different transports, of which a peer connection uses one:
+/// they stay separate, and a route picks one (docs/topology-format.md).
 fn bundle_parallel_links(g: DiGraph<Node, Link>) -> DiGraph<Node, Link> {
-    type Key = (usize, usize, u64, u64, String);
+    type Key = (usize, usize, String);
     let key = |e: EdgeIndex| -> Key {
         let (a, b) = g.edge_endpoints(e).expect("edge of this graph");
-        let l = &g[e];
-        (
-            a.index(),
-            b.index(),
-            l.bw_gbps.to_bits(),
-            l.alpha_us.to_bits(),
-            l.kind.clone(),
-        )
+        (a.index(), b.index(), g[e].kind.clone())
     };
     let mut seen = std::collections::HashSet::new();
     if g.edge_indices().all(|e| seen.insert(key(e))) {
@@ -93,7 +94,17 @@ fn bundle_parallel_links(g: DiGraph<Node, Link>) -> DiGraph<Node, Link> {
     for e in g.edge_indices() {
         let k = key(e);
         match at.get(&k) {
-            Some(&m) => out[m].count = out[m].count.saturating_add(g[e].count),
+            Some(&m) => {
+                let (b, l) = (&mut out[m], &g[e]);
+                let capacity = b.capacity_gbps() + l.capacity_gbps();
+                b.count = b.count.saturating_add(l.count);
+                b.bw_gbps = if b.count > 0 {
+                    capacity / b.count as f64
+                } else {
+                    capacity
+                };
+                b.alpha_us = b.alpha_us.min(l.alpha_us);
+            }
             None => {
                 let (a, b) = g.edge_endpoints(e).expect("edge of this graph");
                 let m = out.add_edge(a, b, g[e].clone());
@@ -155,10 +166,10 @@ impl Vendor {
 impl Topology {
     /// Build from nodes and directed links; ranks are read from the nodes.
     /// The caller (a front end) is responsible for validation. Parallel
-    /// links of one direction with the same rate, α and kind become one
-    /// bundle whose `count` is their sum, so every stage (routes, the
-    /// bound, the simulator, the synthesizers) sees all of their capacity:
-    /// a route crosses a bundle, never one link of several.
+    /// links of one direction and one kind become one bundle whose
+    /// capacity is their sum (`bundle_parallel_links`), so every stage
+    /// (routes, the bound, the simulator, the synthesizers) sees all of
+    /// their capacity: a route crosses a bundle, never one link of several.
     pub fn new(name: String, description: String, graph: DiGraph<Node, Link>) -> Self {
         let graph = bundle_parallel_links(graph);
         let mut ranked: Vec<(usize, NodeIndex)> = graph
