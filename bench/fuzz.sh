@@ -6,6 +6,7 @@
 #   bench/fuzz.sh list                 # the targets
 #   MINIMIZE=1 bench/fuzz.sh TARGET S  # then fold the queue into the corpus
 #   FUZZ_BIN=PATH bench/fuzz.sh …      # use a driver built before
+#   EXECS=10000000 bench/fuzz.sh T S   # stop at 10^7 executions or S seconds
 #
 # Starts from fuzz/corpus/<corpus>/, writes AFL's state to
 # target/fuzz/<TARGET>/ (FUZZ_OUT to change) and prints one table row:
@@ -45,11 +46,13 @@ out=${FUZZ_OUT:-target/fuzz}/$target
 rm -rf "$out"
 mkdir -p "$out" bench/results
 dict=()
+stop=()
+[ -n "${EXECS:-}" ] && stop=(-E "$EXECS")
 [ -f "fuzz/dict/$corpus.dict" ] && dict=(-x "fuzz/dict/$corpus.dict")
 
 AFL_NO_UI=1 AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 \
 AFL_NO_AFFINITY=${AFL_NO_AFFINITY:-1} AFL_SKIP_CRASHES=0 \
-  cargo afl fuzz -i "fuzz/corpus/$corpus" -o "$out" -V "$secs" -t "$tmo" -m 2048 \
+  cargo afl fuzz -i "fuzz/corpus/$corpus" -o "$out" -V "$secs" "${stop[@]}" -t "$tmo" -m 2048 \
     "${dict[@]}" -- "$bin" "$target" > "$out/afl.log" 2>&1 || {
   tail -30 "$out/afl.log" >&2
   exit 1
