@@ -383,9 +383,11 @@ fn absurd_programs_are_refused_not_allocated() {
 /// Every synthesizer's schedule for every shipped single host of 8 GPUs
 /// (and the flow LP's on an imported MI250X mesh, and a ring with more
 /// chunks than rings) computes the right result on real data in both
-/// aliasing modes, with 64-byte tiles so that every multi-chunk step is
-/// split into one message per chunk, as MSCCL does at large sizes. A
-/// schedule `compile` emits (it passed the verifier) never stalls here.
+/// aliasing modes, with 64-byte staging tiles, so that a chunk of a
+/// single-chunk step is several tiles (a multi-chunk step is one merged
+/// call at this size, as in MSCCL; tests/witnesses.rs runs every shipped
+/// file at a size where MSCCL splits such steps too). A schedule `compile`
+/// emits (it passed the verifier) never stalls here.
 #[test]
 fn every_synthesizers_schedule_computes_the_right_result() {
     use rscc::compile::{compile, CompileOptions};
