@@ -271,7 +271,7 @@ fn mutants(p: &Program, every: usize, visit: &mut dyn FnMut(&str, &Program)) {
     let mut take = |what: String, f: &dyn Fn(&mut Program) -> bool| {
         let i = seen;
         seen += 1;
-        if i % every == 0 {
+        if i.is_multiple_of(every) {
             let mut m = p.clone();
             if f(&mut m) {
                 visit(&what, &m);
