@@ -31,6 +31,8 @@ pub struct Selection {
     pub candidates: Vec<Compiled>,
     /// `times_us[c][s]`: simulated time of candidate c at size s.
     pub times_us: Vec<Vec<f64>>,
+    /// The simulator's options the times were computed with.
+    pub simopts: SimOptions,
     /// Best candidate per size.
     pub winners: Vec<usize>,
     pub bands: Vec<Band>,
@@ -94,6 +96,7 @@ pub fn auto(
         sizes: sorted,
         candidates,
         times_us,
+        simopts: simopts.clone(),
         winners,
         bands,
         overall,

@@ -44,21 +44,50 @@ pub fn synth_report(
             .collect(),
         None => vec![chosen; sizes.len()],
     };
-    let rows = if per_band && sel.is_some() {
-        let one = |i: usize| {
-            sim::report::busbw_table(&served[i].program, topo, &sizes[i..=i], &so)
-                .map(|mut r| r.remove(0))
-        };
-        (0..sizes.len()).map(one).collect::<Result<Vec<_>, _>>()?
-    } else {
-        sim::report::busbw_table(&chosen.program, topo, &sizes, &so)?
-    };
     let ring = match sel.and_then(|s| s.candidates.iter().find(|c| c.algo == Algo::Ring)) {
         Some(r) => Some(r.clone()),
         None if chosen.algo == Algo::Ring => Some(chosen.clone()),
         None => compile_one(topo, Algo::Ring, opts).ok(),
     };
-    let ring_rows = ring.and_then(|r| sim::report::busbw_table(&r.program, topo, &sizes, &so).ok());
+    // Every (schedule, size) the report needs: a time `auto` already
+    // simulated with these options (the schedule is one of its candidates
+    // and the size one it scored), or a new simulation.
+    let scored = |c: &Compiled, size: u64| -> Option<f64> {
+        let s = sel.filter(|s| s.simopts == so)?;
+        let ci = s
+            .candidates
+            .iter()
+            .position(|x| std::ptr::eq(x, c) || (x.algo == c.algo && x.program == c.program))?;
+        let si = s.sizes.iter().position(|&x| x == size)?;
+        Some(s.times_us[ci][si]).filter(|t| t.is_finite())
+    };
+    let mut jobs: Vec<(&Compiled, u64)> = served.iter().copied().zip(sizes).collect();
+    if let Some(r) = &ring {
+        jobs.extend(sizes.iter().map(|&s| (r, s)));
+    }
+    let known: Vec<Option<f64>> = jobs.iter().map(|&(c, s)| scored(c, s)).collect();
+    let todo: Vec<usize> = (0..jobs.len()).filter(|&j| known[j].is_none()).collect();
+    let simulated = crate::par::map(&todo, |&j| {
+        let (c, s) = jobs[j];
+        sim::simulate(&c.program, topo, s, &so).map(|r| r.time_us)
+    });
+    let mut times = known;
+    for (&j, t) in todo.iter().zip(simulated) {
+        match t {
+            Ok(t) => times[j] = Some(t),
+            // The ring is only a comparison: without it, no ratio.
+            Err(_) if j >= sizes.len() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let scorer = sim::report::Scorer::new(topo, chosen.program.coll);
+    let own: Vec<f64> = times[..sizes.len()]
+        .iter()
+        .map(|t| t.unwrap_or(f64::NAN))
+        .collect();
+    let rows = scorer.rows(&sizes, &own);
+    let ring_rows: Option<Vec<f64>> = times[sizes.len()..].iter().copied().collect();
+    let ring_rows = ring_rows.filter(|r| r.len() == sizes.len());
     Ok(rows
         .iter()
         .enumerate()
@@ -72,7 +101,7 @@ pub fn synth_report(
             vs_ring: ring_rows
                 .as_ref()
                 .filter(|_| r.time_us > 0.0)
-                .map(|rr| rr[i].time_us / r.time_us),
+                .map(|rr| rr[i] / r.time_us),
         })
         .collect())
 }

@@ -34,28 +34,60 @@ pub fn busbw_table(
     sizes: &[u64],
     opts: &SimOptions,
 ) -> Result<Vec<Row>, SimError> {
-    let n = topo.num_ranks();
-    let bw = bound::bandwidth_bound(topo, prog.coll).ok();
-    let lat = bound::latency_terms(topo).ok();
     // Sizes are independent runs: simulate them on the available cores.
     let results = crate::par::map(sizes, |&s| simulate(prog, topo, s, opts));
-    let mut rows = Vec::with_capacity(sizes.len());
-    for (&s, r) in sizes.iter().zip(results) {
-        let t = r?.time_us;
-        let algbw = if t > 0.0 { s as f64 / t / 1e3 } else { 0.0 };
-        let bound_us = bw.as_ref().zip(lat.as_ref()).map(|(b, l)| l.bound_us(b, s));
-        rows.push(Row {
-            size_bytes: s,
-            count: prog.coll.element_count(n, s, 4),
-            dtype: "float",
-            time_us: t,
-            algbw_gbps: algbw,
-            busbw_gbps: algbw * prog.coll.busbw_factor(n),
-            bound_us,
-            bound_ratio: bound_us.filter(|_| t > 0.0).map(|b| b / t),
-        });
+    let times = results
+        .into_iter()
+        .map(|r| r.map(|x| x.time_us))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Scorer::new(topo, prog.coll).rows(sizes, &times))
+}
+
+/// What scores a time against the bound: the op's bandwidth bound and
+/// the topology's latency terms, computed once for any number of rows.
+pub struct Scorer {
+    coll: crate::ir::Collective,
+    ranks: usize,
+    bw: Option<bound::BandwidthBound>,
+    lat: Option<bound::LatencyTerms>,
+}
+
+impl Scorer {
+    pub fn new(topo: &Topology, coll: crate::ir::Collective) -> Self {
+        Scorer {
+            coll,
+            ranks: topo.num_ranks(),
+            bw: bound::bandwidth_bound(topo, coll).ok(),
+            lat: bound::latency_terms(topo).ok(),
+        }
     }
-    Ok(rows)
+
+    /// The rows of a schedule of this op whose simulated time at
+    /// `sizes[i]` is `times_us[i]`.
+    pub fn rows(&self, sizes: &[u64], times_us: &[f64]) -> Vec<Row> {
+        sizes
+            .iter()
+            .zip(times_us)
+            .map(|(&s, &t)| {
+                let algbw = if t > 0.0 { s as f64 / t / 1e3 } else { 0.0 };
+                let bound_us = self
+                    .bw
+                    .as_ref()
+                    .zip(self.lat.as_ref())
+                    .map(|(b, l)| l.bound_us(b, s));
+                Row {
+                    size_bytes: s,
+                    count: self.coll.element_count(self.ranks, s, 4),
+                    dtype: "float",
+                    time_us: t,
+                    algbw_gbps: algbw,
+                    busbw_gbps: algbw * self.coll.busbw_factor(self.ranks),
+                    bound_us,
+                    bound_ratio: bound_us.filter(|_| t > 0.0).map(|b| b / t),
+                }
+            })
+            .collect()
+    }
 }
 
 /// The ring baseline on the same topology, scored the same way: the
