@@ -10,7 +10,8 @@
 //! - the verifier reports a deadlock → the executor stalls and its
 //!   watchdog says where; a deadlock that needs MSCCL's split of
 //!   multi-chunk steps is run at a size where MSCCL splits them (every
-//!   chunk above half the Simple tile), and must stall there;
+//!   chunk above half the Simple tile), and must stall there, and below
+//!   it (no other rule broken) must run correct;
 //! - the verifier reports a wrong post-condition → the executor's check
 //!   fails (or it stalls) in some call mode.
 //!
@@ -209,6 +210,22 @@ fn agree(
                 "deadlock" if e.msg.contains("MSCCL's split") => {
                     t.split_deadlocks += 1;
                     must_stall(p, what, &e.msg, split_size(p));
+                    // Below the split each step is one message: with no
+                    // other broken rule, the file runs correct there.
+                    if errs
+                        .iter()
+                        .all(|e| e.rule == "deadlock" && e.msg.contains("MSCCL's split"))
+                    {
+                        for m in modes(p) {
+                            assert!(
+                                matches!(
+                                    execute(p, m, small_size(p), Duration::from_secs(20)),
+                                    Outcome::Correct
+                                ),
+                                "{what}: deadlocks only once split, but not correct unsplit (inplace {m})"
+                            );
+                        }
+                    }
                 }
                 "deadlock" => {
                     t.deadlocks += 1;
