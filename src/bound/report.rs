@@ -39,8 +39,14 @@ pub struct CutReport {
     pub direction: &'static str,
     /// The crossing capacity by link kind: why two descriptions of one
     /// machine differ (e.g. an imported dump's PCIe paths add GPU ingress
-    /// the NVLink-only model lacks).
+    /// the NVLink-only model lacks). Only links some rank-to-rank route
+    /// crosses count, as in the bound.
     pub capacity_by_kind_gbps: BTreeMap<String, f64>,
+    /// Links across the cut that no route crosses, by kind: capacity the
+    /// bound does not count (e.g. a PCIe link beside an NVLink between the
+    /// same two GPUs, where the route takes the NVLink).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub unrouted_by_kind_gbps: BTreeMap<String, f64>,
 }
 
 /// The bounds of a collective on a topology.
@@ -78,7 +84,9 @@ pub fn report(
     };
     let cut = &b.binding_cut;
     let inside: HashSet<&str> = cut.inside.iter().map(|s| s.as_str()).collect();
+    let routed = topo.routed_links();
     let mut by_kind: BTreeMap<String, f64> = BTreeMap::new();
+    let mut unrouted: BTreeMap<String, f64> = BTreeMap::new();
     for e in topo.graph.edge_indices() {
         let (a, z) = topo.link_ends(e);
         let (ia, iz) = (
@@ -91,7 +99,12 @@ pub fn report(
             ia && !iz
         };
         if crosses {
-            *by_kind.entry(topo.link(e).kind.clone()).or_default() += topo.link(e).capacity_gbps();
+            let to = if routed[e.index()] {
+                &mut by_kind
+            } else {
+                &mut unrouted
+            };
+            *to.entry(topo.link(e).kind.clone()).or_default() += topo.link(e).capacity_gbps();
         }
     }
     Ok(BoundReport {
@@ -111,6 +124,7 @@ pub fn report(
                 "out of inside"
             },
             capacity_by_kind_gbps: by_kind,
+            unrouted_by_kind_gbps: unrouted,
         },
         min_steps: steps,
         size_bytes: size,

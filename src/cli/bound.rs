@@ -100,6 +100,17 @@ pub fn render(
         .map(|(k, v)| format!("{k} {v:.2}"))
         .collect();
     out += &format!("  crossing: {} GB/s\n", kinds.join(", "));
+    if !cut.unrouted_by_kind_gbps.is_empty() {
+        let kinds: Vec<String> = cut
+            .unrouted_by_kind_gbps
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.2}"))
+            .collect();
+        out += &format!(
+            "  not counted: {} GB/s on links across the cut that no rank-to-rank route takes (each pair's route is its least-α path)\n",
+            kinds.join(", ")
+        );
+    }
     out += &format!("min steps  {}\n", r.min_steps);
     if let Some(rb) = &route {
         out += &format!(
