@@ -502,6 +502,12 @@ fn parallel_links_of_one_kind_add_up_whatever_their_rates() {
     .unwrap();
     assert_eq!(kinds.graph.edge_count(), 4);
     assert_eq!(kinds.route(0, 1).unwrap().bottleneck_gbps, 50.0);
+    // `rscc bound` counts the NVLink across the cut and names the PCIe
+    // link as capacity no route takes.
+    let r = rscc::bound::report::report(&kinds, rscc::ir::Collective::ReduceScatter, None).unwrap();
+    let cut = &r.binding_cut;
+    assert_eq!(cut.capacity_by_kind_gbps.get("xgmi"), Some(&50.0));
+    assert_eq!(cut.unrouted_by_kind_gbps.get("pcie"), Some(&25.0));
 }
 
 /// The same on shipped machines: DGX-1, DGX-2 and 4 × DGX-A100 written
