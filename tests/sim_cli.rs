@@ -153,3 +153,39 @@ fn sizes_outside_the_window_get_a_note() {
     p.min_bytes = 4096;
     assert!(!p.serves(4095));
 }
+
+/// A file that breaks the runtime's rules (here its geometry: i_chunks no
+/// longer match nchunksperloop) is still simulated as written, with a
+/// warning naming the broken rule; a valid file gets none.
+#[test]
+fn a_file_that_breaks_a_rule_is_simulated_with_a_warning() {
+    let dir = std::env::temp_dir().join(format!("rscc-sim-warn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string("schedules/ring8/rs.xml").unwrap();
+    let broken = dir.join("broken.xml");
+    let re = |s: &str| {
+        let start = s.find("nchunksperloop=\"").unwrap() + "nchunksperloop=\"".len();
+        let end = start + s[start..].find('"').unwrap();
+        format!("{}800{}", &s[..start], &s[end..])
+    };
+    std::fs::write(&broken, re(&text)).unwrap();
+    for (file, warned) in [
+        (broken.as_path(), true),
+        (std::path::Path::new("schedules/ring8/rs.xml"), false),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_rscc"))
+            .arg("simulate")
+            .arg(file)
+            .args(["--topo", "topologies/ring8.json", "--sizes", "1M"])
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.contains("warning") && err.contains("geometry"),
+            warned,
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -156,3 +156,24 @@ fn each_runtime_gets_its_own_verdict() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("[bytes-window] maxBytes 0"), "{err}");
 }
+
+/// Valid but huge counts cost bounded time and memory: 2·10⁹ scratch
+/// chunks per rank (no offset reaches past 32 837, so the verifier keeps
+/// state for no more) verify as fast as the file they came from, and an
+/// nchunksperloop beyond what int16 offsets and `cnt` can reach is refused
+/// for its geometry (fuzz/regressions/: both made the verifier allocate
+/// gigabytes, the first aborting).
+#[test]
+fn huge_counts_are_bounded() {
+    let started = std::time::Instant::now();
+    let (code, text) = verify("fuzz/regressions/verify/scratch-2e9-chunks");
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("valid reduce-scatter"), "{text}");
+    let (code, text) = verify("fuzz/regressions/run/nchunksperloop-9644444");
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("[geometry]") && text.contains("nchunksperloop 9644444 is above 32838"),
+        "{text}"
+    );
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+}

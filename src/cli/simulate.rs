@@ -130,6 +130,20 @@ pub fn run(args: SimulateArgs) -> CliResult {
     let opts = options(&args)?;
     let topo = crate::front::load_topology(&args.topo).map_err(CliError::input)?;
     let prog = crate::front::msccl_xml::load(&args.file).map_err(CliError::input)?;
+    // The simulator times the program as written; say when the runtime's
+    // rules (geometry, limits, bounds) do not hold for it, since its times
+    // then describe a file no runtime runs as intended.
+    let broken = crate::verify::structural(&prog, &Default::default());
+    if !broken.is_empty() {
+        let mut rules: Vec<&str> = broken.iter().map(|e| e.rule).collect();
+        rules.dedup();
+        eprintln!(
+            "warning: {}: breaks {} rule(s) ({}; `rscc verify` says where): the times are those of the program as written",
+            args.file.display(),
+            broken.len(),
+            rules.join(", ")
+        );
+    }
     sizes::window_notes(&prog, &size_list);
     let out = report(
         &prog,

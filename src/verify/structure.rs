@@ -38,6 +38,8 @@ const MAX_CNT: i64 = msccl::MAX_CNT as i64;
 const MAX_DEP_TARGET_TB: i64 = msccl::MAX_DEP_TARGET_TB as i64;
 const MAX_PARSE_NODES: usize = msccl::MAX_PARSE_NODES;
 const MAX_OFF: i64 = msccl::MAX_CHUNKS_PER_LOOP as i64;
+/// Chunks a step can reach in any buffer: an int16 offset plus `cnt`.
+pub(crate) const REACH: i64 = MAX_OFF + msccl::MAX_CNT as i64;
 const MAX_CHANNELS: i64 = msccl::MAX_CHANNELS as i64;
 
 macro_rules! fail {
@@ -140,6 +142,19 @@ fn program(p: &Program, errs: &mut Vec<VerifyError>) -> bool {
             "geometry",
             "nchunksperloop {} must be {want}",
             p.nchunksperloop
+        );
+        return false;
+    }
+    if p.nchunksperloop > REACH {
+        // Beyond this no step can name a chunk, so the chunks there are
+        // never read or written (and the symbolic pass would hold state
+        // for every one of them).
+        fail!(
+            errs,
+            "geometry",
+            "nchunksperloop {} is above {REACH}: step offsets are int16 (at most {MAX_OFF}) and cnt at most {}, so the chunks past that can never be read or written",
+            p.nchunksperloop,
+            msccl::MAX_CNT
         );
         return false;
     }

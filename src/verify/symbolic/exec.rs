@@ -94,7 +94,12 @@ pub(super) fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, V
         .iter()
         .enumerate()
         .map(|(gi, g)| {
-            let slots = slots(p, mode, g.s_chunks.max(0) as usize);
+            // Scratch past what an offset can reach is never touched (the
+            // structural rules hold: offsets ≤ 32767, cnt ≤ 71), so a file
+            // declaring 2³¹ scratch chunks costs no more than one with
+            // 32838.
+            let scratch = g.s_chunks.clamp(0, crate::verify::structure::REACH) as usize;
+            let slots = slots(p, mode, scratch);
             let mut val = vec![None; slots];
             for k in 0..b.i_chunks {
                 val[slot(p, gi, mode, Buf::Input, k)] = Some(input_value(p, g.id as usize, k));
