@@ -98,15 +98,9 @@ fn buffer_bytes(p: &Program, size: u64) -> u64 {
 /// file allows (maxBytes does not keep every call within one Simple
 /// tile), so that the run at [`split_size`] is one the file must survive.
 fn splits(p: &Program) -> bool {
-    let max_cnt = p
-        .steps()
-        .filter(|s| s.kind.sends() || s.kind.recvs())
-        .map(|s| s.cnt.max(1) as u64)
-        .max()
-        .unwrap_or(1);
-    let one_call_up_to =
-        rscc::ir::msccl::SIMPLE_TILE_BYTES * p.nchunksperloop.max(1) as u64 / max_cnt;
-    max_cnt > 1 && !matches!(p.max_bytes, Some(m) if m > 0 && (m as u64) <= one_call_up_to)
+    // None: no step moves more than one chunk.
+    rscc::verify::one_message_up_to(p)
+        .is_some_and(|up_to| !matches!(p.max_bytes, Some(m) if m > 0 && (m as u64) <= up_to))
 }
 
 fn execute(p: &Program, inplace: bool, size: u64, timeout: Duration) -> Outcome {
