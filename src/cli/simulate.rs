@@ -136,6 +136,7 @@ pub fn run(args: SimulateArgs) -> CliResult {
     let broken = crate::verify::structural(&prog, &Default::default());
     if !broken.is_empty() {
         let mut rules: Vec<&str> = broken.iter().map(|e| e.rule).collect();
+        rules.sort_unstable();
         rules.dedup();
         eprintln!(
             "warning: {}: breaks {} rule(s) ({}; `rscc verify` says where): the times are those of the program as written",
