@@ -57,6 +57,9 @@ fn kernel_compiles_for_sm80_and_sm90() {
                 // Buffer loads stream with an evict-first L2 policy.
                 assert!(ptx.contains("createpolicy.fractional.L2::evict_first"));
                 assert!(ptx.contains("L2::cache_hint.v4.u32"), "no hinted load");
+                // A call's waits join in one barrier that ANDs their
+                // outcomes.
+                assert!(ptx.contains("bar.red.and"), "no AND barrier");
             }
         }
     }

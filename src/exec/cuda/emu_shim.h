@@ -23,6 +23,7 @@ extern thread_local EmuDim threadIdx, blockIdx;
 extern EmuDim blockDim, gridDim;
 
 inline void __syncthreads() {}
+inline int __syncthreads_and(int p) { return p; }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) {

@@ -217,7 +217,9 @@ __device__ __forceinline__ bool al16(const void* p) { return (((u64)p) & 15) == 
 // load at a time per thread leaves a block far below its share of memory
 // bandwidth); a scalar tail otherwise. `b` is always a buffer; `a` is one
 // when A_BUF (else a FIFO slot): buffer loads carry the streaming policy.
+#ifndef UNROLL
 #define UNROLL 4
+#endif
 template <bool A_BUF>
 __device__ void combine(T* dst0, T* dst1, const T* a, const T* b, u64 n) {
   u64 nv = 0;
@@ -305,54 +307,63 @@ __device__ __forceinline__ void fence_out(const Params& P) {
 __device__ __forceinline__ u64 vload(const u64* p) { return *(const volatile u64*)p; }
 __device__ __forceinline__ void vstore(u64* p, u64 v) { *(volatile u64*)p = v; }
 
-// Thread 0 spins until *p >= want (ge = true) or *p + lim > want' as
-// expressed by the caller through `cond`; on timeout it records the stall
-// and raises the abort flag. Returns false when the block must stop.
+// One thread spins until *p >= want. `seen` is the largest value this
+// thread has read from *p before (counters and keys only grow), so a wait
+// that an earlier read already satisfies costs no load. On timeout it
+// records the stall and raises the abort flag; it returns false when the
+// block must stop. The fence makes what the peer wrote before moving *p
+// visible to this thread, and through the caller's barrier to the block.
 // what: 1 recv, 2 send, 3 dep.
-__device__ bool wait_ge(const Params& P, const u64* p, u64 want, int what, int tb, int pos, u64 tile) {
-  __shared__ int ok;
-  if (threadIdx.x == 0) {
-    ok = 1;
-    u64 t0 = 0;
-    u64 spins = 0;
-    while (vload(p) < want) {
+__device__ bool spin_ge(const Params& P, const u64* p, u64 want, u64* seen, int what, int tb, int pos, u64 tile) {
+  if (*seen >= want) return true;
+  u64 t0 = 0;
+  u64 spins = 0;
+  u64 v;
+  while ((v = vload(p)) < want) {
 #ifdef RSCC_HOST_EMU
-      emu_yield();
+    emu_yield();
 #endif
-      if (vload(&P.status[0]) != 0) { ok = 0; break; }
-      if ((++spins & 1023) == 0) {
-        u64 t = now_ns();
-        if (t0 == 0) t0 = t;
-        else if (t - t0 > P.timeout_ns) {
-          if (atomicCAS(&P.status[0], 0ull, 1ull) == 0ull) {
-            P.status[1] = (u64)tb;
-            P.status[2] = (u64)pos;
-            P.status[3] = tile;
-            P.status[4] = (u64)what;
-            P.status[5] = vload(p);
-            P.status[6] = want;
-            __threadfence_system();
-          }
-          ok = 0;
-          break;
+    if (vload(&P.status[0]) != 0) return false;
+    if ((++spins & 1023) == 0) {
+      u64 t = now_ns();
+      if (t0 == 0) t0 = t;
+      else if (t - t0 > P.timeout_ns) {
+        if (atomicCAS(&P.status[0], 0ull, 1ull) == 0ull) {
+          P.status[1] = (u64)tb;
+          P.status[2] = (u64)pos;
+          P.status[3] = tile;
+          P.status[4] = (u64)what;
+          P.status[5] = vload(p);
+          P.status[6] = want;
+          __threadfence_system();
         }
+        return false;
       }
     }
-    __threadfence();
   }
-  __syncthreads();
-  int r = ok;
-  __syncthreads();
-  return r != 0;
+  *seen = v;
+  __threadfence();
+  return true;
 }
 
 // ---------------------------------------------------------------- kernel
 
+// Each call (one tile, or `merge` chunks, of one step) is: every wait it needs (the step's dependency on its first
+// call, a filled receive slot, a free send slot), each spun on by its own
+// warp at once, joined by one barrier; the data; one barrier (two when a
+// receive slot is discarded from L2); then thread 0 fences once and moves
+// the counters, and the progress key after the step's last call.
 extern "C" __global__ void rscc_run(Params P) {
   if ((int)blockIdx.x >= P.ntbs) return;
   const int me = P.tb_base + (int)blockIdx.x;
   const Tb tb = P.tbs[me];
   const u64* bases = P.bufs + 3 * tb.rank;
+  const unsigned tid = threadIdx.x;
+  // The waiting threads: lane 0 of warps 0, 1 and 2 (one thread does all
+  // three in blocks of one or two warps, and in the host emulation).
+  const unsigned w_dep = 0;
+  const unsigned w_rx = 32u % blockDim.x;
+  const unsigned w_tx = 64u % blockDim.x;
 
   // FIFO counters: this block is the only writer of its send tail and its
   // recv head; they persist across launches.
@@ -376,6 +387,9 @@ extern "C" __global__ void rscc_run(Params P) {
   }
   u64 my_tail = send_tail ? vload(send_tail) : 0;
   u64 my_head = recv_head ? vload(recv_head) : 0;
+  // The peers' counters as last read by the waiting threads.
+  u64 seen_tail = 0;  // recv FIFO's tail (thread w_rx)
+  u64 seen_head = 0;  // send FIFO's head (thread w_tx)
 
   for (u64 tile = 0; tile < P.ntiles; tile++) {
     const u64 t0 = tile * P.tile;
@@ -383,10 +397,26 @@ extern "C" __global__ void rscc_run(Params P) {
     for (int pos = 0; pos < tb.nsteps; pos++) {
       const Step s = P.steps[tb.first_step + pos];
       const int kind = s.kind & 0xff;
-      if (s.dep_tb >= 0) {
-        u64 want = (P.work * P.ntiles + tile) * P.step_stride + (u64)s.dep_step + 1;
-        if (!wait_ge(P, &P.flags[16 * s.dep_tb], want, 3, me, pos, tile)) return;
+      const bool publish = (s.kind & 0x100) != 0;
+      const u64 key = (P.work * P.ntiles + tile) * P.step_stride + (u64)pos + 1;
+      const u64 dep_want =
+          s.dep_tb >= 0 ? (P.work * P.ntiles + tile) * P.step_stride + (u64)s.dep_step + 1 : 0;
+      if (s.cnt <= 0) {
+        // A nop: its dependency, then its progress key.
+        int ok = 1;
+        if (s.dep_tb >= 0 && tid == w_dep) {
+          u64 seen = 0;
+          ok = spin_ge(P, &P.flags[16 * s.dep_tb], dep_want, &seen, 3, me, pos, tile);
+        }
+        if (!__syncthreads_and(ok)) return;
+        if (publish && tid == 0) {
+          fence_out(P);
+          vstore(&P.flags[16 * me], key);
+        }
+        continue;
       }
+      const bool rx = kind == K_RECV || kind == K_RCS || kind == K_RRS || kind == K_RRC || kind == K_RRCS;
+      const bool tx = kind == K_SEND || kind == K_RCS || kind == K_RRS || kind == K_RRCS;
       // A step with cnt = k is ceil(k / merge) calls per tile, each moving
       // m adjacent chunks through one FIFO slot (merge > 1 only when a
       // single tile holds several chunks; plan::tile_and_merge on the host).
@@ -395,21 +425,23 @@ extern "C" __global__ void rscc_run(Params P) {
         const u64 n = m > 1 ? (u64)m * P.chunk : len;
         T* src = (T*)bases[s.src_buf] + ((u64)(s.src_off + g)) * P.chunk + t0;
         T* dst = (T*)bases[s.dst_buf] + ((u64)(s.dst_off + g)) * P.chunk + t0;
+        const bool first = g == 0;
         g += m;
-        const bool rx = kind == K_RECV || kind == K_RCS || kind == K_RRS || kind == K_RRC || kind == K_RRCS;
-        const bool tx = kind == K_SEND || kind == K_RCS || kind == K_RRS || kind == K_RRCS;
-        const T* in = 0;
-        T* out = 0;
-        if (rx) {
-          if (!wait_ge(P, recv_tail, my_head + 1, 1, me, pos, tile)) return;
-          in = recv_data + (my_head % P.slots) * P.tile;
+        const bool last = g >= s.cnt;
+        int ok = 1;
+        if (first && s.dep_tb >= 0 && tid == w_dep) {
+          u64 seen = 0;
+          ok = spin_ge(P, &P.flags[16 * s.dep_tb], dep_want, &seen, 3, me, pos, tile);
         }
-        if (tx) {
-          // Room when tail - head < slots, i.e. head >= tail + 1 - slots.
-          u64 need = my_tail + 1 > P.slots ? my_tail + 1 - P.slots : 0;
-          if (!wait_ge(P, send_head, need, 2, me, pos, tile)) return;
-          out = send_data + (my_tail % P.slots) * P.tile;
-        }
+        if (rx && tid == w_rx && ok)
+          ok = spin_ge(P, recv_tail, my_head + 1, &seen_tail, 1, me, pos, tile);
+        // Room when tail - head < slots, i.e. head >= tail + 1 - slots.
+        if (tx && tid == w_tx && ok)
+          ok = spin_ge(P, send_head, my_tail + 1 > P.slots ? my_tail + 1 - P.slots : 0, &seen_head, 2, me, pos,
+                       tile);
+        if (!__syncthreads_and(ok)) return;
+        const T* in = rx ? recv_data + (my_head % P.slots) * P.tile : 0;
+        T* out = tx ? send_data + (my_tail % P.slots) * P.tile : 0;
         switch (kind) {
           case K_SEND: combine<true>(out, 0, src, 0, n); break;
           case K_RECV: combine<false>(dst, 0, in, 0, n); break;
@@ -426,24 +458,16 @@ extern "C" __global__ void rscc_run(Params P) {
           discard_l2(in, n * sizeof(T));
           __syncthreads();
         }
-        if (threadIdx.x == 0) {
+        if (tid == 0) {
           // Data written by the whole block is visible (to the peer GPU too)
-          // before the counter moves.
+          // before a counter or the key moves.
           fence_out(P);
-          if (tx) vstore(send_tail, ++my_tail);
-          if (rx) vstore(recv_head, ++my_head);
+          if (tx) vstore(send_tail, my_tail + 1);
+          if (rx) vstore(recv_head, my_head + 1);
+          if (last && publish) vstore(&P.flags[16 * me], key);
         }
-        if (threadIdx.x != 0) {
-          if (tx) ++my_tail;
-          if (rx) ++my_head;
-        }
-      }
-      if (s.kind & 0x100) {
-        __syncthreads();
-        if (threadIdx.x == 0) {
-          fence_out(P);
-          vstore(&P.flags[16 * me], (P.work * P.ntiles + tile) * P.step_stride + (u64)pos + 1);
-        }
+        if (tx) ++my_tail;
+        if (rx) ++my_head;
       }
     }
   }

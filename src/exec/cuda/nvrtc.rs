@@ -22,8 +22,9 @@ pub(super) fn no_nvrtc() -> ExecError {
     )
 }
 
-/// NVRTC options for one kernel instance: dtype / redop as macros, and the
-/// virtual architecture `compute_XY`.
+/// NVRTC options for one kernel instance: dtype / redop as macros, the
+/// virtual architecture `compute_XY`, and any options in the environment
+/// variable `RSCC_NVRTC_OPTIONS`.
 pub fn nvrtc_options(arch: (i32, i32), dtype: DType, op: RedOp) -> Result<Vec<String>, ExecError> {
     let d = match dtype {
         DType::F32 => 0,
@@ -44,12 +45,18 @@ pub fn nvrtc_options(arch: (i32, i32), dtype: DType, op: RedOp) -> Result<Vec<St
         RedOp::Max => 2,
         RedOp::Min => 3,
     };
-    Ok(vec![
+    let mut v = vec![
         format!("--gpu-architecture=compute_{}{}", arch.0, arch.1),
         format!("-DRSCC_DTYPE={d}"),
         format!("-DRSCC_OP={o}"),
         "--std=c++14".into(),
-    ])
+    ];
+    // Tuning experiments on a new GPU (docs/executor.md), e.g.
+    // RSCC_NVRTC_OPTIONS="-DUNROLL=8": appended, whitespace-separated.
+    if let Ok(extra) = std::env::var("RSCC_NVRTC_OPTIONS") {
+        v.extend(extra.split_whitespace().map(String::from));
+    }
+    Ok(v)
 }
 
 /// Compile the kernel to PTX for compute capability `arch`. Needs only the
