@@ -96,6 +96,12 @@ struct Case {
 
 /// Run `prog` through the emulated kernel; returns (status[8], wrong).
 fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
+    let (status, wrong, _) = run_full::<T, O>(prog, c);
+    (status, wrong)
+}
+
+/// `run`, and the flag lines the kernel left (FLAG_WORDS per threadblock).
+fn run_full<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64, Vec<u64>) {
     let pl = plan::build(prog).unwrap();
     let enc = layout::encode(&pl).unwrap();
     let n = pl.nranks;
@@ -215,7 +221,11 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
         .collect();
     let refs: Vec<&[T]> = outs.iter().map(|v| v.as_slice()).collect();
     let (wrong, _) = check_outputs::<T, O>(pl.coll, &refs, n, pl.c, chunk as usize);
-    (status, wrong)
+    let flags = body[n * per..]
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (status, wrong, flags)
 }
 
 fn case(size: u64, tile_bytes: u64, inplace: bool) -> Case {
@@ -374,4 +384,42 @@ fn emulated_kernel_reports_a_stall() {
     let (st, _) = run::<f32, Sum>(&p, &c);
     assert_eq!(st[0], 1, "no stall recorded: {st:?}");
     assert_eq!(st[4], 1, "expected a receive wait: {st:?}");
+}
+
+#[test]
+fn emulated_kernel_lists_every_waiting_block() {
+    if skip() {
+        return;
+    }
+    use crate::ir::StepKind;
+    // A 3-rank ring whose rank 0 never sends: rank 1 waits for rank 0's
+    // data and rank 2 for rank 1's (rank 0's one receive gets rank 2's
+    // first send and ends).
+    let mut p = crate::exec::builtin::ring(3, 1);
+    for tb in &mut p.gpus[0].tbs {
+        for s in &mut tb.steps {
+            if s.kind.sends() {
+                s.kind = StepKind::Nop;
+                s.cnt = 0;
+            }
+        }
+    }
+    let mut c = case(3 * 1024, 1 << 20, false);
+    c.timeout_ms = 200;
+    let (st, _, flags) = run_full::<f32, Sum>(&p, &c);
+    assert_eq!(st[0], 1, "no stall recorded: {st:?}");
+    let pl = plan::build(&p).unwrap();
+    let left = layout::left_waits(&flags);
+    let mut ranks: Vec<usize> = left.iter().map(|w| pl.tbs[w.tb].rank).collect();
+    ranks.sort_unstable();
+    assert_eq!(ranks, [1, 2], "{left:?}");
+    assert!(left.iter().all(|w| w.what == 1), "{left:?}");
+    // The host's report names each of them, the one that timed out first.
+    let crate::exec::ExecError::Stalled(rep) = super::run::stall_report(&pl, &st, &flags, 200)
+    else {
+        panic!("not a stall")
+    };
+    assert_eq!(rep.waits.len(), 2, "{rep}");
+    assert_eq!(rep.waits[0].tb, pl.tbs[st[1] as usize].id);
+    assert!(rep.to_string().contains("data from rank 0"), "{rep}");
 }

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   if (!o) return 2;
   fwrite(status, 8, 8, o);
   for (u64 r = 0; r < n; r++) fwrite(outp[r], 1, o_len * esz, o);
+  fwrite(flags, 8, ntbs * 16, o);
   fclose(o);
   return 0;
 }

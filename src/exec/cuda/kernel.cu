@@ -307,6 +307,18 @@ __device__ __forceinline__ void fence_out(const Params& P) {
 __device__ __forceinline__ u64 vload(const u64* p) { return *(const volatile u64*)p; }
 __device__ __forceinline__ void vstore(u64* p, u64 v) { *(volatile u64*)p = v; }
 
+// A wait this block gives up (timeout or abort) is left in its flag line
+// for the host's stall report: words 1 + 4·(what − 1) … hold step + 1,
+// tile, the value last read and the value wanted (layout::stall_waits).
+__device__ void leave_wait(const Params& P, int tb, int what, int pos, u64 tile, u64 have, u64 want) {
+  u64* w = &P.flags[16 * tb + 1 + 4 * (what - 1)];
+  w[0] = (u64)pos + 1;
+  w[1] = tile;
+  w[2] = have;
+  w[3] = want;
+  __threadfence_system();
+}
+
 // One thread spins until *p >= want. `seen` is the largest value this
 // thread has read from *p before (counters and keys only grow), so a wait
 // that an earlier read already satisfies costs no load. On timeout it
@@ -323,7 +335,10 @@ __device__ bool spin_ge(const Params& P, const u64* p, u64 want, u64* seen, int 
 #ifdef RSCC_HOST_EMU
     emu_yield();
 #endif
-    if (vload(&P.status[0]) != 0) return false;
+    if (vload(&P.status[0]) != 0) {
+      leave_wait(P, tb, what, pos, tile, v, want);
+      return false;
+    }
     if ((++spins & 1023) == 0) {
       u64 t = now_ns();
       if (t0 == 0) t0 = t;
@@ -333,10 +348,11 @@ __device__ bool spin_ge(const Params& P, const u64* p, u64 want, u64* seen, int 
           P.status[2] = (u64)pos;
           P.status[3] = tile;
           P.status[4] = (u64)what;
-          P.status[5] = vload(p);
+          P.status[5] = v;
           P.status[6] = want;
           __threadfence_system();
         }
+        leave_wait(P, tb, what, pos, tile, v, want);
         return false;
       }
     }

@@ -246,8 +246,45 @@ pub fn fifo_bytes(slots: u64, max_tile: u64, esize: u64) -> u64 {
 /// Control words per FIFO (u64): head at 0, tail at 16 (separate 128-byte
 /// lines).
 pub const FIFO_CTRL_WORDS: usize = 32;
-/// Progress-flag words per threadblock (one 128-byte line).
+/// Progress-flag words per threadblock (one 128-byte line): word 0 the
+/// progress key, words 1–12 the waits the block gave up (`LeftWait`).
 pub const FLAG_WORDS: usize = 16;
+
+/// A wait a block gave up when the watchdog fired (kernel.cu
+/// `leave_wait`): `what` 1 a receive, 2 a send, 3 a dependency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeftWait {
+    /// Global threadblock index.
+    pub tb: usize,
+    pub what: u64,
+    pub step: usize,
+    pub tile: u64,
+    pub have: u64,
+    pub want: u64,
+}
+
+/// Every wait recorded in the flag lines `flags` (FLAG_WORDS per
+/// threadblock, in threadblock order): words 1 + 4·(what − 1) hold
+/// step + 1 (0: none), tile, the value last read and the value wanted.
+pub fn left_waits(flags: &[u64]) -> Vec<LeftWait> {
+    let mut out = Vec::new();
+    for (tb, line) in flags.chunks_exact(FLAG_WORDS).enumerate() {
+        for what in 1..=3u64 {
+            let w = &line[1 + 4 * (what as usize - 1)..][..4];
+            if w[0] != 0 {
+                out.push(LeftWait {
+                    tb,
+                    what,
+                    step: (w[0] - 1) as usize,
+                    tile: w[1],
+                    have: w[2],
+                    want: w[3],
+                });
+            }
+        }
+    }
+    out
+}
 
 /// Threads per block: 512 for large tiles, fewer when a tile has fewer
 /// 16-byte vectors than that (a warp at least).

@@ -304,7 +304,18 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
                     .clone_dtoh(&t.status)
                     .map_err(cu("download status"))?;
                 if st[0] != 0 {
-                    return Err(stall_report(plan, &st, geo, opts));
+                    // This GPU's blocks' abandoned waits (other GPUs may
+                    // still be spinning: their lines are not read).
+                    let flags = d
+                        .stream
+                        .clone_dtoh(&t.flags)
+                        .map_err(cu("download flags"))?;
+                    return Err(stall_report(
+                        plan,
+                        &st,
+                        &flags,
+                        opts.stall_timeout.as_millis() as u64,
+                    ));
                 }
             }
             Ok(())
@@ -407,25 +418,42 @@ fn params(
 }
 
 /// Decode the kernel's stall record (status[1..7]).
-fn stall_report(plan: &Plan, st: &[u64], geo: Geometry, opts: &RunOptions) -> ExecError {
-    let tb = st.get(1).copied().unwrap_or(0) as usize;
-    let pos = st.get(2).copied().unwrap_or(0) as usize;
-    let tile = st.get(3).copied().unwrap_or(0);
-    let what = st.get(4).copied().unwrap_or(0);
-    let (have, want) = (
-        st.get(5).copied().unwrap_or(0),
-        st.get(6).copied().unwrap_or(0),
-    );
-    let Some(t) = plan.tbs.get(tb) else {
+pub(super) fn stall_report(plan: &Plan, st: &[u64], flags: &[u64], after_ms: u64) -> ExecError {
+    let first = layout::LeftWait {
+        tb: st.get(1).copied().unwrap_or(0) as usize,
+        what: st.get(4).copied().unwrap_or(0),
+        step: st.get(2).copied().unwrap_or(0) as usize,
+        tile: st.get(3).copied().unwrap_or(0),
+        have: st.get(5).copied().unwrap_or(0),
+        want: st.get(6).copied().unwrap_or(0),
+    };
+    let Some(head) = tb_wait(plan, &first) else {
         return ExecError::Spawn(format!(
             "GPU kernel aborted with an invalid stall record {st:?}"
         ));
     };
+    // The block that timed out first, then every other wait a block gave
+    // up when it saw the abort flag.
+    let mut waits = vec![head];
+    waits.extend(
+        layout::left_waits(flags)
+            .iter()
+            .filter(|w| (w.tb, w.what) != (first.tb, first.what))
+            .filter_map(|w| tb_wait(plan, w)),
+    );
+    ExecError::Stalled(StallReport { after_ms, waits })
+}
+
+/// One abandoned wait as the stall report words it (the CPU watchdog's
+/// phrasing); None when the record names no threadblock of the plan.
+pub(super) fn tb_wait(plan: &Plan, w: &layout::LeftWait) -> Option<TbWait> {
+    let t = plan.tbs.get(w.tb)?;
     let kind = t
         .steps
-        .get(pos)
+        .get(w.step)
         .map_or("?".to_string(), |s| s.kind.to_string());
-    let waiting_for = match what {
+    let (have, want) = (w.have, w.want);
+    let waiting_for = match w.what {
         1 => format!(
             "data from rank {} (FIFO tail {have} < {want})",
             t.recv_peer.map_or(-1, |p| p as i64)
@@ -437,24 +465,20 @@ fn stall_report(plan: &Plan, st: &[u64], geo: Geometry, opts: &RunOptions) -> Ex
         3 => format!(
             "depid {} (progress key {have} < {want})",
             t.steps
-                .get(pos)
+                .get(w.step)
                 .and_then(|s| s.dep)
                 .map_or(-1, |(d, _)| plan.tbs.get(d).map_or(-1, |x| x.id))
         ),
         _ => "?".into(),
     };
-    let _ = geo;
-    ExecError::Stalled(StallReport {
-        after_ms: opts.stall_timeout.as_millis() as u64,
-        waits: vec![TbWait {
-            rank: t.rank,
-            tb: t.id,
-            step: pos,
-            kind,
-            work: 0,
-            tile,
-            waiting_for,
-        }],
+    Some(TbWait {
+        rank: t.rank,
+        tb: t.id,
+        step: w.step,
+        kind,
+        work: 0,
+        tile: w.tile,
+        waiting_for,
     })
 }
 
