@@ -363,22 +363,27 @@ fn emulated_kernel_dtypes_and_ops() {
     assert_eq!(run::<i32, Prod>(&ar, &c), ([0; 8], 0));
 }
 
+/// The built-in n-rank ring with every sending step of rank 0 made a nop.
+fn ring_rank0_silent(n: usize) -> Program {
+    let mut p = crate::exec::builtin::ring(n, 1);
+    for tb in &mut p.gpus[0].tbs {
+        for s in &mut tb.steps {
+            if s.kind.sends() {
+                s.kind = crate::ir::StepKind::Nop;
+                s.cnt = 0;
+            }
+        }
+    }
+    p
+}
+
 #[test]
 fn emulated_kernel_reports_a_stall() {
     if skip() {
         return;
     }
-    use crate::ir::StepKind;
     // Rank 0 never sends: its peer's receive must time out, not hang.
-    let mut p = crate::exec::builtin::ring(2, 1);
-    for tb in &mut p.gpus[0].tbs {
-        for s in &mut tb.steps {
-            if s.kind.sends() {
-                s.kind = StepKind::Nop;
-                s.cnt = 0;
-            }
-        }
-    }
+    let p = ring_rank0_silent(2);
     let mut c = case(1024, 1 << 20, false);
     c.timeout_ms = 200;
     let (st, _) = run::<f32, Sum>(&p, &c);
@@ -391,19 +396,10 @@ fn emulated_kernel_lists_every_waiting_block() {
     if skip() {
         return;
     }
-    use crate::ir::StepKind;
     // A 3-rank ring whose rank 0 never sends: rank 1 waits for rank 0's
     // data and rank 2 for rank 1's (rank 0's one receive gets rank 2's
     // first send and ends).
-    let mut p = crate::exec::builtin::ring(3, 1);
-    for tb in &mut p.gpus[0].tbs {
-        for s in &mut tb.steps {
-            if s.kind.sends() {
-                s.kind = StepKind::Nop;
-                s.cnt = 0;
-            }
-        }
-    }
+    let p = ring_rank0_silent(3);
     let mut c = case(3 * 1024, 1 << 20, false);
     c.timeout_ms = 200;
     let (st, _, flags) = run_full::<f32, Sum>(&p, &c);
