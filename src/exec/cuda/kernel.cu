@@ -309,7 +309,7 @@ __device__ __forceinline__ void vstore(u64* p, u64 v) { *(volatile u64*)p = v; }
 
 // A wait this block gives up (timeout or abort) is left in its flag line
 // for the host's stall report: words 1 + 4·(what − 1) … hold step + 1,
-// tile, the value last read and the value wanted (layout::stall_waits).
+// tile, the value last read and the value wanted (layout::left_waits).
 __device__ void leave_wait(const Params& P, int tb, int what, int pos, u64 tile, u64 have, u64 want) {
   u64* w = &P.flags[16 * tb + 1 + 4 * (what - 1)];
   w[0] = (u64)pos + 1;
@@ -362,11 +362,20 @@ __device__ bool spin_ge(const Params& P, const u64* p, u64 want, u64* seen, int 
   return true;
 }
 
+// The step's dependency (none when dep_tb < 0): the other block's
+// progress key reaches `want`.
+__device__ __forceinline__ int dep_ok(const Params& P, const Step& s, u64 want, int tb, int pos, u64 tile) {
+  if (s.dep_tb < 0) return 1;
+  u64 seen = 0;
+  return spin_ge(P, &P.flags[16 * s.dep_tb], want, &seen, 3, tb, pos, tile);
+}
+
 // ---------------------------------------------------------------- kernel
 
-// Each call (one tile, or `merge` chunks, of one step) is: every wait it needs (the step's dependency on its first
-// call, a filled receive slot, a free send slot), each spun on by its own
-// warp at once, joined by one barrier; the data; one barrier (two when a
+// Each call (one tile, or `merge` chunks, of one step) is: every wait it
+// needs (the step's dependency on its first call, a filled receive slot,
+// a free send slot), each spun on by its own warp at once, joined by one
+// barrier; the data; one barrier (two when a
 // receive slot is discarded from L2); then thread 0 fences once and moves
 // the counters, and the progress key after the step's last call.
 extern "C" __global__ void rscc_run(Params P) {
@@ -419,11 +428,7 @@ extern "C" __global__ void rscc_run(Params P) {
           s.dep_tb >= 0 ? (P.work * P.ntiles + tile) * P.step_stride + (u64)s.dep_step + 1 : 0;
       if (s.cnt <= 0) {
         // A nop: its dependency, then its progress key.
-        int ok = 1;
-        if (s.dep_tb >= 0 && tid == w_dep) {
-          u64 seen = 0;
-          ok = spin_ge(P, &P.flags[16 * s.dep_tb], dep_want, &seen, 3, me, pos, tile);
-        }
+        int ok = tid == w_dep ? dep_ok(P, s, dep_want, me, pos, tile) : 1;
         if (!__syncthreads_and(ok)) return;
         if (publish && tid == 0) {
           fence_out(P);
@@ -444,11 +449,7 @@ extern "C" __global__ void rscc_run(Params P) {
         const bool first = g == 0;
         g += m;
         const bool last = g >= s.cnt;
-        int ok = 1;
-        if (first && s.dep_tb >= 0 && tid == w_dep) {
-          u64 seen = 0;
-          ok = spin_ge(P, &P.flags[16 * s.dep_tb], dep_want, &seen, 3, me, pos, tile);
-        }
+        int ok = first && tid == w_dep ? dep_ok(P, s, dep_want, me, pos, tile) : 1;
         if (rx && tid == w_rx && ok)
           ok = spin_ge(P, recv_tail, my_head + 1, &seen_tail, 1, me, pos, tile);
         // Room when tail - head < slots, i.e. head >= tail + 1 - slots.

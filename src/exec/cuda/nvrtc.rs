@@ -24,8 +24,22 @@ pub(super) fn no_nvrtc() -> ExecError {
 
 /// NVRTC options for one kernel instance: dtype / redop as macros, the
 /// virtual architecture `compute_XY`, and any options in the environment
-/// variable `RSCC_NVRTC_OPTIONS`.
+/// variable `RSCC_NVRTC_OPTIONS` (for tuning experiments on a new GPU,
+/// docs/executor.md: e.g. `-DUNROLL=8`; whitespace-separated, appended).
 pub fn nvrtc_options(arch: (i32, i32), dtype: DType, op: RedOp) -> Result<Vec<String>, ExecError> {
+    let mut v = base_options(arch, dtype, op)?;
+    if let Some(extra) = extra_options() {
+        v.extend(extra.split_whitespace().map(String::from));
+    }
+    Ok(v)
+}
+
+fn extra_options() -> Option<String> {
+    std::env::var("RSCC_NVRTC_OPTIONS").ok()
+}
+
+/// The options every instance needs (no environment).
+fn base_options(arch: (i32, i32), dtype: DType, op: RedOp) -> Result<Vec<String>, ExecError> {
     let d = match dtype {
         DType::F32 => 0,
         DType::F64 => 1,
@@ -45,18 +59,12 @@ pub fn nvrtc_options(arch: (i32, i32), dtype: DType, op: RedOp) -> Result<Vec<St
         RedOp::Max => 2,
         RedOp::Min => 3,
     };
-    let mut v = vec![
+    Ok(vec![
         format!("--gpu-architecture=compute_{}{}", arch.0, arch.1),
         format!("-DRSCC_DTYPE={d}"),
         format!("-DRSCC_OP={o}"),
         "--std=c++14".into(),
-    ];
-    // Tuning experiments on a new GPU (docs/executor.md), e.g.
-    // RSCC_NVRTC_OPTIONS="-DUNROLL=8": appended, whitespace-separated.
-    if let Ok(extra) = std::env::var("RSCC_NVRTC_OPTIONS") {
-        v.extend(extra.split_whitespace().map(String::from));
-    }
-    Ok(v)
+    ])
 }
 
 /// Compile the kernel to PTX for compute capability `arch`. Needs only the
@@ -70,7 +78,22 @@ pub(super) fn compile(
     dtype: DType,
     op: RedOp,
 ) -> Result<cudarc::nvrtc::Ptx, ExecError> {
-    let options = nvrtc_options(arch, dtype, op)?;
+    compile_with(arch, dtype, op, extra_options().as_deref())
+}
+
+/// `compile` with `extra` (RSCC_NVRTC_OPTIONS) appended. A failure with
+/// extra options is the user's input (exit 2, naming the variable); one
+/// without is an internal error.
+fn compile_with(
+    arch: (i32, i32),
+    dtype: DType,
+    op: RedOp,
+    extra: Option<&str>,
+) -> Result<cudarc::nvrtc::Ptx, ExecError> {
+    let mut options = base_options(arch, dtype, op)?;
+    if let Some(x) = extra {
+        options.extend(x.split_whitespace().map(String::from));
+    }
     if !nvrtc_present() {
         return Err(no_nvrtc());
     }
@@ -79,8 +102,12 @@ pub(super) fn compile(
         name: Some("rscc_kernel.cu".into()),
         ..Default::default()
     };
-    cudarc::nvrtc::compile_ptx_with_opts(KERNEL_SRC, opts)
-        .map_err(|e| ExecError::Spawn(format!("NVRTC compile of kernel.cu failed: {e:?}")))
+    cudarc::nvrtc::compile_ptx_with_opts(KERNEL_SRC, opts).map_err(|e| match extra {
+        Some(x) if !x.trim().is_empty() => ExecError::Unsupported(format!(
+            "RSCC_NVRTC_OPTIONS=\"{x}\": NVRTC does not compile the kernel with these options: {e:?}"
+        )),
+        _ => ExecError::Spawn(format!("NVRTC compile of kernel.cu failed: {e:?}")),
+    })
 }
 
 /// Compile the kernel to machine code (CUBIN) for `sm_XY` with NVRTC's
@@ -155,5 +182,22 @@ mod tests {
         assert!(o.contains(&"-DRSCC_OP=2".to_string()));
         assert!(nvrtc_options((8, 0), DType::U8, RedOp::Sum).is_err());
         assert!(nvrtc_options((8, 0), DType::I64, RedOp::Sum).is_err());
+    }
+
+    /// RSCC_NVRTC_OPTIONS: a tuning macro compiles; an option NVRTC does not
+    /// know is the user's error (Unsupported: exit 2) naming the variable.
+    #[test]
+    fn extra_options_compile_or_name_the_variable() {
+        if !nvrtc_present() {
+            return;
+        }
+        assert!(compile_with((9, 0), DType::F32, RedOp::Sum, Some("-DUNROLL=8")).is_ok());
+        let e = compile_with((9, 0), DType::F32, RedOp::Sum, Some("--bogus-option")).unwrap_err();
+        assert!(matches!(e, ExecError::Unsupported(_)), "{e}");
+        assert!(
+            e.to_string()
+                .contains("RSCC_NVRTC_OPTIONS=\"--bogus-option\""),
+            "{e}"
+        );
     }
 }
