@@ -5,7 +5,7 @@
 #
 #   bench/gpu-compare.sh NAME=BIN[,VAR=VALUE...] ...
 #   e.g. bench/gpu-compare.sh old=/tmp/rscc-old new=target/release/rscc \
-#          new-nopf=target/release/rscc,RSCC_CUDA_PREFETCH=0
+#          new-u8=target/release/rscc,RSCC_NVRTC_OPTIONS=-DUNROLL=8
 #
 # For each configuration (the built-in ring at N = 8 with 4, 16 and 32
 # channels, N = 16 at 64 KiB, and the dgx-h100 (three ops), ring8 and
