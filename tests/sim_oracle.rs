@@ -485,6 +485,60 @@ fn local_passes_share_their_gpus_memory() {
 }
 
 #[test]
+fn fused_re_runs_read_each_source_once() {
+    // One threadblock reduces three scratch ranges into o[0]: the parser
+    // fuses the three `re` steps into one pass that reads dst and the
+    // three sources and writes dst (5 MB for 1 MB chunks, not 9). A `re`
+    // that waits on another threadblock starts a run of its own.
+    let topo = ring_topo(2, 10.0, 0.0);
+    let re = |src: usize| {
+        Step::new(StepKind::Reduce)
+            .src(Buf::Scratch, src)
+            .dst(Buf::Output, 0)
+    };
+    let size = 2_000_000u64; // chunk 1 MB
+    let opts = SimOptions {
+        mem_gbps: Some(1000.0),
+        ..no_tiling()
+    };
+    let idle = || gpu(1, 2, vec![tb(0, -1, -1, vec![Step::new(StepKind::Nop)])]);
+    let fused = prog(
+        2,
+        2,
+        vec![
+            gpu(0, 2, vec![tb(0, -1, -1, vec![re(0), re(1), re(2)])]),
+            idle(),
+        ],
+    );
+    let res = sim::simulate(&fused, &topo, size, &opts).unwrap();
+    assert!(rel(res.rank_end_us[0], 5.0) < 1e-9, "{:?}", res.rank_end_us);
+    let mut nop = Step::new(StepKind::Nop);
+    nop.hasdep = true;
+    let mut waits = re(1);
+    waits.depid = 1;
+    waits.deps = 0;
+    let split = prog(
+        2,
+        2,
+        vec![
+            gpu(
+                0,
+                2,
+                vec![
+                    tb(0, -1, -1, vec![re(0), waits, re(2)]),
+                    tb(1, -1, -1, vec![nop]),
+                ],
+            ),
+            idle(),
+        ],
+    );
+    // re(0): 3 MB; re(1) waits, so it starts a run (3 MB) that re(2)
+    // continues (1 MB).
+    let res = sim::simulate(&split, &topo, size, &opts).unwrap();
+    assert!(rel(res.rank_end_us[0], 7.0) < 1e-9, "{:?}", res.rank_end_us);
+}
+
+#[test]
 fn deterministic() {
     let topo = switch_topo(8, &[50.0, 40.0], 0.3);
     let p = programs::direct_reduce_scatter(8).unwrap();

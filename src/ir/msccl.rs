@@ -22,11 +22,12 @@
 //! | size band (`minBytes`/`maxBytes`) | [`Runtime::encode_max_bytes`], [`Runtime::written_max_bytes`], [`Runtime::serves`] | 3.1, 9 |
 //! | name | at most [`MAX_NAME`] = 63 characters kept by legacy | 2 |
 //! | XML parser: attributes, names, values, children | [`MAX_ATTRS`], [`MAX_NAME_LEN`], [`MAX_VALUE_LEN`], [`MAX_SUBS`] | 8.1 |
+//! | `re` fusion: which `re` steps the parser merges into one pass | [`reduce_continuations`], [`MAX_REDUCE_FUSION`] | 6 |
 //!
 //! And NCCL's buffering that decides how MSCCL splits a step into messages:
 //! [`NCCL_BUFFSIZE`], [`NCCL_STEPS`], [`SIMPLE_TILE_BYTES`] (§5.3).
 
-use crate::ir::program::{Collective, StepKind};
+use crate::ir::program::{Buf, Collective, Step, StepKind};
 
 /// Most channels an MSCCL program may use (`MAXCHANNELS`).
 pub const MAX_CHANNELS: usize = 32;
@@ -38,6 +39,9 @@ pub const MAX_CNT: usize = MAX_COUNT - 1;
 pub const MAX_TBS_PER_CHANNEL: usize = 32;
 /// Dependency-target threadblock ids are stored in an int8.
 pub const MAX_DEP_TARGET_TB: usize = 127;
+/// `MSCCL_MAX_REDUCE_FUSION`: the parser ends a run of fused `re` steps
+/// when its count of the threadblock's `re` steps so far reaches this.
+pub const MAX_REDUCE_FUSION: usize = 16;
 /// The runtime's per-rank node table (`MSCCL_MAX_NODES`): it fails as soon
 /// as the table is full and one more node is read, so a rank keeps at most
 /// 4095 nodes (1 algo + every `<gpu>` + its own threadblocks and steps).
@@ -73,6 +77,38 @@ pub const LEGACY_DEFAULT_MAX_BYTES: i64 = 1 << 27;
 /// The legacy `maxBytes` rscc writes for "no upper limit" (exclusive):
 /// 1 TiB.
 pub const LEGACY_UNBOUNDED_MAX_BYTES: i64 = 1 << 40;
+
+/// Per step of one threadblock: whether the runtime's parser merges it into
+/// the `re` before it (every runtime's parser: `continuationOfReductions`).
+/// A `re` continues the previous one when that one was a `re` with the
+/// same `dstbuf`, `dstoff` and `srcbuf` and `hasdep = 0`, this one has
+/// `depid = -1`, and that one was not the threadblock's
+/// [`MAX_REDUCE_FUSION`]-th `re` (the parser compares its running count
+/// for equality, so only the first such run is cut); a `nop` between them
+/// does not break the run, any other step does. The merged transfer computes
+/// `dst ⊕= src₁ ⊕ … ⊕ src_k` in one pass (k + 2 passes over the bytes
+/// instead of 3k), with the last step's `cnt` for all of them.
+pub fn reduce_continuations<'a>(steps: impl IntoIterator<Item = &'a Step>) -> Vec<bool> {
+    let mut out = Vec::new();
+    let mut open: Option<(Buf, i64, Buf)> = None;
+    let mut reductions = 0usize;
+    for s in steps {
+        match s.kind {
+            StepKind::Nop => out.push(false),
+            StepKind::Reduce => {
+                let key = (s.dstbuf, s.dstoff, s.srcbuf);
+                out.push(open == Some(key) && s.depid == -1);
+                reductions += 1;
+                open = (!s.hasdep && reductions != MAX_REDUCE_FUSION).then_some(key);
+            }
+            _ => {
+                out.push(false);
+                open = None;
+            }
+        }
+    }
+    out
+}
 
 /// Which MSCCL runtime a file targets (§1, §9; selection §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -184,6 +220,39 @@ impl Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn re_fusion_follows_the_parser() {
+        use crate::ir::Buf::{Output, Scratch};
+        let re = |src: usize| Step::new(StepKind::Reduce).src(Scratch, src).dst(Output, 0);
+        let mut waiting = re(3);
+        waiting.depid = 1;
+        waiting.deps = 0;
+        let mut published = re(4);
+        published.hasdep = true;
+        let steps = vec![
+            re(0),                                   // starts a run
+            re(1),                                   // continues it
+            Step::new(StepKind::Nop),                // does not break it
+            re(2),                                   // continues it
+            waiting,                                 // waits: starts a new run
+            published,                               // continues, then ends it (hasdep)
+            re(5),                                   // new run
+            Step::new(StepKind::Recv),               // breaks the run
+            re(6),                                   // new run
+            re(7).dst(Output, 1),                    // other dst: new run
+            re(8).src(Buf::Input, 0).dst(Output, 1), // other src buffer
+        ];
+        let want = [
+            false, true, false, true, false, true, false, false, false, false, false,
+        ];
+        assert_eq!(reduce_continuations(&steps), want);
+        // The threadblock's 16th re ends its run, once.
+        let many: Vec<Step> = (0..40).map(re).collect();
+        let got = reduce_continuations(&many);
+        let starts: Vec<usize> = (0..40).filter(|&i| !got[i]).collect();
+        assert_eq!(starts, vec![0, MAX_REDUCE_FUSION]);
+    }
 
     #[test]
     fn bands_round_trip_through_both_encodings() {

@@ -13,6 +13,10 @@ struct StepInfo {
     cnt: f64,
     /// (global TB index, XML step position) to wait for.
     dep: Option<(usize, u64)>,
+    /// A `re` the runtime's parser merges into the `re` before it
+    /// (`crate::ir::msccl::reduce_continuations`): with local passes
+    /// charged it reads only its own source, one pass over its bytes.
+    fused: bool,
 }
 
 struct Tb {
@@ -311,6 +315,9 @@ pub fn simulate(
         .iter()
         .enumerate()
         .map(|(k, t)| {
+            let fused = crate::ir::msccl::reduce_continuations(
+                (0..t.steps).map(|si| res.step(prog, k, si)),
+            );
             let steps: Vec<StepInfo> = (0..t.steps)
                 .map(|si| {
                     let st = res.step(prog, k, si);
@@ -318,6 +325,7 @@ pub fn simulate(
                         kind: st.kind,
                         cnt: st.cnt as f64,
                         dep: res.deps[t.first_step + si].map(|(d, s)| (d, s as u64)),
+                        fused: fused[si],
                     }
                 })
                 .collect();
@@ -571,7 +579,7 @@ impl Engine<'_> {
             let n = t.steps.len() as u64;
             let (tile, si) = (t.pos / n, (t.pos % n) as usize);
             let st = &t.steps[si];
-            let (kind, cnt, dep) = (st.kind, st.cnt, st.dep);
+            let (kind, cnt, dep, fused) = (st.kind, st.cnt, st.dep, st.fused);
             if let Some((d, ds)) = dep {
                 let need = tile * self.tbs[d].steps.len() as u64 + ds + 1;
                 if self.tbs[d].pos < need {
@@ -632,8 +640,13 @@ impl Engine<'_> {
                 return;
             }
             if matches!(kind, StepKind::Copy | StepKind::Reduce) && self.opts.mem_gbps.is_some() {
-                // cpy reads src, writes dst; re reads both, writes dst.
-                let touched = SharedMem::touches(kind) * bytes;
+                // cpy reads src, writes dst; re reads both, writes dst; a
+                // fused re continuation only reads its src.
+                let touched = if fused {
+                    bytes
+                } else {
+                    SharedMem::touches(kind) * bytes
+                };
                 self.start_flow(self.mem_conn + self.tbs[tb].rank, 0, tb, touched, 0.0);
                 return;
             }

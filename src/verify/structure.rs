@@ -428,6 +428,8 @@ fn steps(
     let r = g.id;
     let tb = t.id;
     let mut prev_nop_dep = false;
+    let fused = crate::ir::msccl::reduce_continuations(&t.steps);
+    let mut prev_re: Option<&crate::ir::Step> = None;
     for (si, s) in t.steps.iter().enumerate() {
         let here = Here(p, r as usize, ti, si);
         let at = tb_at(r, t, Some(si));
@@ -518,26 +520,21 @@ fn steps(
             }
             prev_nop_dep = false;
         }
-        // Adjacent fusable re steps need equal cnt.
-        if s.kind == StepKind::Reduce && si > 0 {
-            let q = &t.steps[si - 1];
-            if q.kind == StepKind::Reduce
-                && q.srcbuf == s.srcbuf
-                && q.dstbuf == s.dstbuf
-                && q.dstoff == s.dstoff
-                && s.depid < 0
-                && !q.hasdep
-                && q.cnt != s.cnt
-            {
-                fail_at!(
-                    errs,
-                    at,
-                    "re-fusion",
-                    "{here}: the runtime fuses this re with the previous one and keeps only the last cnt ({} vs {})",
-                    s.cnt,
-                    q.cnt
-                );
+        // The re steps the runtime fuses need equal cnt.
+        if s.kind == StepKind::Reduce {
+            if let Some(q) = fused[si].then_some(prev_re).flatten() {
+                if q.cnt != s.cnt {
+                    fail_at!(
+                        errs,
+                        at,
+                        "re-fusion",
+                        "{here}: the runtime fuses this re with the previous one and keeps only the last cnt ({} vs {})",
+                        s.cnt,
+                        q.cnt
+                    );
+                }
             }
+            prev_re = Some(s);
         }
     }
 }
