@@ -28,11 +28,17 @@ pub(crate) fn run(
     let simopts = SimOptions::for_runtime(opts.lower.runtime);
     let size = search.score_size();
     let Budget { evals, steps } = search.budget();
-    // Program steps lowered so far: the default budget's measure of work.
+    // Program steps lowered so far, counted as fused steps: the default
+    // budget's measure of work.
     let work = AtomicUsize::new(0);
     let score = |a: &Algorithm| -> Result<Vec<f64>, f64> {
         let p = super::lower_shaped(op, a, &lopts).map_err(|_| f64::INFINITY)?;
-        work.fetch_add(p.num_steps(), Ordering::Relaxed);
+        let steps = if lopts.runtime.fused_steps() {
+            p.num_steps()
+        } else {
+            crate::lower::fused_len(&p)
+        };
+        work.fetch_add(steps, Ordering::Relaxed);
         if let Some(m) = sms.filter(|&m| p.max_tbs_per_rank() > m) {
             return Err((p.max_tbs_per_rank() - m) as f64);
         }

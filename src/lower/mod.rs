@@ -63,6 +63,7 @@ mod threadblocks;
 
 use crate::ir::{Algorithm, Collective, GpuProgram, Program, Proto, Runtime};
 use chains::RankChains;
+pub use reduced::fused_len;
 use runs::{Block, Runs};
 use rustc_hash::FxHashMap as HashMap;
 

@@ -121,6 +121,33 @@ pub(super) fn rewrite(p: &mut Program) {
     }
 }
 
+/// How many steps `p` (in the reduced set) would have with fused steps:
+/// each `r` with the `re`, `cpy`, `nop` and `s` steps after it that
+/// complete its form counts once, as the fused step it replaces, and
+/// every other step once. A search's budget of work counts these, so that
+/// a runtime without fused steps gets as many plans scored as one with.
+pub fn fused_len(p: &Program) -> usize {
+    let mut n = 0;
+    for t in p.gpus.iter().flat_map(|g| &g.tbs) {
+        let mut after_recv = false;
+        for s in &t.steps {
+            match s.kind {
+                StepKind::Recv => {
+                    n += 1;
+                    after_recv = true;
+                }
+                StepKind::Reduce | StepKind::Copy | StepKind::Nop if after_recv => {}
+                StepKind::Send if after_recv => after_recv = false,
+                _ => {
+                    n += 1;
+                    after_recv = false;
+                }
+            }
+        }
+    }
+    n
+}
+
 /// Whether the step's reduced form uses the threadblock's scratch range.
 fn needs_temp(s: &Step, aliased: bool) -> bool {
     match s.kind {
@@ -285,6 +312,32 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn fused_len_counts_the_steps_before_the_rewrite() {
+        let t = crate::front::load_topology(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/topologies/ring8.json"
+        )))
+        .unwrap();
+        let mut programs = vec![crate::exec::builtin::ring(4, 2)];
+        for op in [Collective::ReduceScatter, Collective::AllReduce] {
+            for algo in [Algo::Ring, Algo::Direct, Algo::Tree] {
+                let o = CompileOptions {
+                    op,
+                    ..CompileOptions::default()
+                };
+                programs.push(compile_one(&t, algo, &o).unwrap().program);
+            }
+        }
+        for p in programs {
+            let before = p.num_steps();
+            let mut r = p.clone();
+            rewrite(&mut r);
+            assert!(r.num_steps() > before, "{}", p.name);
+            assert_eq!(fused_len(&r), before, "{}", p.name);
         }
     }
 
