@@ -157,3 +157,39 @@ fn gap_schedules_are_pinned() {
     assert_eq!(pinned, ["dgx1-v100"]);
     no_stale(&stale);
 }
+
+/// An RCCL reduce-scatter and allreduce where reductions are forwarded
+/// (ring8's rings: every hop receives, reduces and sends), pinned as
+/// ring8-rccl-{rs,ar}: within the threadblock budget each reducing
+/// threadblock gives its sends to a threadblock of its own.
+#[test]
+fn rccl_send_threadblocks_are_pinned() {
+    let mut stale = Vec::new();
+    let path = Path::new("topologies/ring8.json");
+    let topo = rscc::front::load_topology(path).expect("shipped topology loads");
+    for op in [Collective::ReduceScatter, Collective::AllReduce] {
+        let mut opts = CompileOptions {
+            op,
+            ..CompileOptions::default()
+        };
+        opts.lower.runtime = rscc::ir::Runtime::Rccl;
+        opts.lower.max_bytes = opts.lower.runtime.encode_max_bytes(None);
+        let c = compile(&topo, &opts).expect("compiles for RCCL");
+        // Send-only threadblocks, each send after a reduction waiting on it.
+        let senders: Vec<_> = c.program.gpus[0]
+            .tbs
+            .iter()
+            .filter(|t| t.send >= 0 && t.recv < 0)
+            .collect();
+        assert!(!senders.is_empty(), "{op:?}");
+        assert!(senders.iter().any(|t| t.steps.iter().any(|s| s.depid >= 0)));
+        assert!(c.program.max_tbs_per_rank() <= opts.tb_budget(&topo));
+        pin(
+            &format!("ring8-rccl-{}", op.short()),
+            &format!("ring8/extra/rccl-{}.xml", op.short()),
+            &rscc::back::msccl_xml::to_string(&c.program),
+            &mut stale,
+        );
+    }
+    no_stale(&stale);
+}

@@ -110,6 +110,7 @@ impl CompileOptions {
                 sanitize(&topo.name),
                 topo.num_ranks()
             ),
+            max_tbs: self.tb_budget(topo),
             ..self.lower.clone()
         }
     }

@@ -53,7 +53,10 @@
 //!    others carry and wherever its steps lie;
 //! 7. for a runtime without fused steps (RCCL), every `rrc`, `rrs`, `rcs`
 //!    and `rrcs` is rewritten with `r`, `re`, `cpy` and `s` (`reduced`)
-//!    before the limits of item 6 are checked.
+//!    before the limits of item 6 are checked; where the threadblock
+//!    budget allows, a threadblock that reduces and forwards gives its
+//!    sends to a threadblock of their own, so that its next receive and
+//!    reduction overlap the previous send.
 
 mod chains;
 mod reduced;
@@ -85,6 +88,11 @@ pub struct LowerOptions {
     /// Without, it moves block by block: more, smaller messages, which a
     /// rank forwards sooner (`auto` scores a pair both ways).
     pub bcast_runs: bool,
+    /// Threadblocks per rank the program may use (the compile's budget).
+    /// A runtime without fused steps spends what the lowering leaves of
+    /// it on send threadblocks (`reduced`); the runtime's own limit
+    /// applies as well.
+    pub max_tbs: usize,
 }
 
 impl Default for LowerOptions {
@@ -98,6 +106,7 @@ impl Default for LowerOptions {
             min_bytes: 0,
             max_bytes: 0,
             bcast_runs: true,
+            max_tbs: usize::MAX,
         }
     }
 }
@@ -267,7 +276,7 @@ fn lower_grouped(
         chain_groups(&mut prog, nlogical);
     }
     if !opts.runtime.fused_steps() {
-        reduced::rewrite(&mut prog);
+        reduced::rewrite(&mut prog, opts.max_tbs.min(opts.runtime.max_tb_id()));
     }
     Ok(prog)
 }

@@ -25,11 +25,33 @@
 //! A step's dependency moves to the first step of its form that reads or
 //! writes anything but `T` (a receive into `T` may run ahead), and a wait
 //! on a step waits for the last step of its form.
+//!
+//! **Send threadblocks.** A threadblock runs its steps one after another,
+//! so in `r T; re S → T; s T` the next receive waits for the send, and
+//! the send for the local pass: per tile the hop costs the pass plus the
+//! transfer, where the fused `rrs` reduces while the data streams. Where
+//! the rank has threadblocks to spare (`LowerOptions::max_tbs`), a
+//! threadblock that receives, reduces and forwards (an `rrs` or `rrcs`;
+//! most reduced chunks first) gives all its sends, in order, to a new
+//! threadblock on the same channel with the same send peer (the old one
+//! keeps the receive peer, so every connection still has one threadblock
+//! at each end). Each send waits on the step of the old threadblock that
+//! wrote its data last (a `nop` carries the send's own wait where it has
+//! one too), and each form gets a scratch range of its own instead of
+//! `T`, since a receive may now run ahead of the previous send. The next
+//! tile's receive and reduction then overlap this tile's send, as two
+//! threadblocks run at once. A threadblock that writes, after a send, data
+//! that send reads keeps its sends.
 
-use crate::ir::{Buf, Collective, Program, Step, StepKind};
+use crate::ir::{Buf, Collective, GpuProgram, Program, Step, StepKind, Threadblock};
 
-/// Rewrite `p`'s fused steps into the reduced set (in place).
-pub(super) fn rewrite(p: &mut Program) {
+/// Where a rewritten step lies: (threadblock index in the rewritten GPU,
+/// position).
+type Loc = (usize, usize);
+
+/// Rewrite `p`'s fused steps into the reduced set (in place), with send
+/// threadblocks (module doc) while a rank has fewer than `max_tbs`.
+pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
     let coll = p.coll;
     let inplace = p.inplace;
     let c = p.nchunksperloop.max(0) as usize;
@@ -59,38 +81,124 @@ pub(super) fn rewrite(p: &mut Program) {
             let (b, y) = place(s.dstbuf, s.dstoff);
             a == b && x < y + s.cnt && y < x + s.cnt
         };
+        // Whether two (buffer, offset, count) ranges meet in memory.
+        let meet = |a: (Buf, i64, i64), b: (Buf, i64, i64)| {
+            let (x, i) = place(a.0, a.1);
+            let (y, j) = place(b.0, b.1);
+            x == y && i < j + b.2 && j < i + a.2
+        };
+        let split = send_threadblocks(g, max_tbs, meet);
+        let ntb = g.tbs.len();
         let mut scratch = g.s_chunks.max(0);
-        // Per threadblock: the new steps, and per old step (first new
-        // position, position its wait moves to, last new position).
-        let mut maps: Vec<Vec<(usize, usize, usize)>> = Vec::with_capacity(g.tbs.len());
-        let mut news: Vec<Vec<Step>> = Vec::with_capacity(g.tbs.len());
-        for t in &g.tbs {
-            let temp_cnt = t
-                .steps
-                .iter()
-                .filter(|s| needs_temp(s, overlap(s)))
-                .map(|s| s.cnt)
-                .max();
-            let temp = temp_cnt.map(|k| {
-                let off = scratch;
-                scratch += k;
-                off
-            });
+        // Per threadblock: its steps (a split one's own, then its send
+        // threadblock's at index ntb + k), and per old step the locations
+        // of its form's first step, of the step its wait moves to and of
+        // its last step.
+        let mut news: Vec<Vec<Step>> = Vec::with_capacity(ntb);
+        let mut sends: Vec<Vec<Step>> = Vec::new();
+        let mut maps: Vec<Vec<(Loc, Loc, Loc)>> = Vec::with_capacity(ntb);
+        // Waits the split adds: (waiting step, step waited on).
+        let mut extra: Vec<(Loc, Loc)> = Vec::new();
+        for (ti, t) in g.tbs.iter().enumerate() {
             let mut out: Vec<Step> = Vec::with_capacity(t.steps.len() * 2);
             let mut map = Vec::with_capacity(t.steps.len());
-            for s in &t.steps {
-                let first = out.len();
-                let wait = expand(s, overlap(s), temp.unwrap_or(0), &mut out);
-                map.push((first, first + wait, out.len() - 1));
+            if !split[ti] {
+                // One scratch range for the threadblock: its steps run in
+                // order, so each use ends before the next begins.
+                let temp_cnt = t
+                    .steps
+                    .iter()
+                    .filter(|s| needs_temp(s, overlap(s)))
+                    .map(|s| s.cnt)
+                    .max();
+                let temp = temp_cnt.map(|k| {
+                    let off = scratch;
+                    scratch += k;
+                    off
+                });
+                for s in &t.steps {
+                    let first = out.len();
+                    let wait = expand(s, overlap(s), temp.unwrap_or(0), &mut out);
+                    map.push(((ti, first), (ti, first + wait), (ti, out.len() - 1)));
+                }
+            } else {
+                // The sends go to threadblock `st`; a send waits on the
+                // step of this threadblock that wrote its data last, and
+                // every form gets a scratch range of its own (a receive
+                // may now overwrite one before the send has read it).
+                let st = ntb + sends.len();
+                let mut sout: Vec<Step> = Vec::new();
+                // Per old step: its form's last step left here.
+                let mut last_here: Vec<Option<Loc>> = Vec::with_capacity(t.steps.len());
+                for (si, s) in t.steps.iter().enumerate() {
+                    let temp = needs_temp(s, overlap(s)).then(|| {
+                        let off = scratch;
+                        scratch += s.cnt;
+                        off
+                    });
+                    let mut form = Vec::new();
+                    let wait = expand(s, overlap(s), temp.unwrap_or(0), &mut form);
+                    let send = s.kind.sends().then(|| form.pop()).flatten();
+                    let first = out.len();
+                    let kept = form.len();
+                    out.extend(form);
+                    let here = (kept > 0).then(|| (ti, out.len() - 1));
+                    last_here.push(here);
+                    let Some(send) = send else {
+                        map.push(((ti, first), (ti, first + wait), (ti, out.len() - 1)));
+                        continue;
+                    };
+                    let read = (send.srcbuf, send.srcoff, send.cnt);
+                    let writer = here.or_else(|| {
+                        (0..si)
+                            .rev()
+                            .find(|&k| written(&t.steps[k]).is_some_and(|w| meet(w, read)))
+                            .and_then(|k| last_here[k])
+                    });
+                    // A send that waits twice: a nop carries its own wait.
+                    let own = (kept == 0 && writer.is_some() && s.depid >= 0).then(|| {
+                        sout.push(Step::new(StepKind::Nop));
+                        (st, sout.len() - 1)
+                    });
+                    let at = (st, sout.len());
+                    sout.push(send);
+                    if let Some(w) = writer {
+                        extra.push((at, w));
+                    }
+                    let wait_at = if wait < kept {
+                        (ti, first + wait)
+                    } else {
+                        own.unwrap_or(at)
+                    };
+                    let first_at = if kept > 0 {
+                        (ti, first)
+                    } else {
+                        own.unwrap_or(at)
+                    };
+                    map.push((first_at, wait_at, at));
+                }
+                sends.push(sout);
             }
             maps.push(map);
             news.push(out);
         }
+        news.extend(sends);
+        // Threadblock ids: the old ones, then one per send threadblock.
+        let next_id = g.tbs.iter().map(|t| t.id + 1).max().unwrap_or(0);
+        let ids: Vec<i64> = (0..news.len())
+            .map(|i| {
+                if i < ntb {
+                    g.tbs[i].id
+                } else {
+                    next_id + (i - ntb) as i64
+                }
+            })
+            .collect();
         // Dependencies: the waiting step's id and the target's position
         // in the rewritten threadblocks.
         let pos_of_id: std::collections::HashMap<i64, usize> =
             g.tbs.iter().enumerate().map(|(i, t)| (t.id, i)).collect();
-        let mut targets = Vec::new();
+        let mut waits = extra;
         for (ti, t) in g.tbs.iter().enumerate() {
             for (si, s) in t.steps.iter().enumerate() {
                 if s.depid < 0 || s.deps < 0 {
@@ -102,23 +210,120 @@ pub(super) fn rewrite(p: &mut Program) {
                 let Some(&(_, _, last)) = maps[dt].get(s.deps as usize) else {
                     continue;
                 };
-                let w = maps[ti][si].1;
-                news[ti][w].depid = s.depid;
-                news[ti][w].deps = last as i64;
-                targets.push((dt, last));
+                waits.push((maps[ti][si].1, last));
             }
         }
-        for (dt, last) in targets {
-            news[dt][last].hasdep = true;
+        for ((wt, w), (dt, d)) in waits {
+            news[wt][w].depid = ids[dt];
+            news[wt][w].deps = d as i64;
+            news[dt][d].hasdep = true;
         }
-        for (t, steps) in g.tbs.iter_mut().zip(news) {
+        let old = std::mem::take(&mut g.tbs);
+        let mut tbs: Vec<Threadblock> = Vec::with_capacity(news.len());
+        for (i, steps) in news.into_iter().enumerate() {
+            let mut t = if i < ntb {
+                let mut t = old[i].clone();
+                if split[i] {
+                    t.send = -1;
+                }
+                t
+            } else {
+                let o = &old[split_of(&split, i - ntb)];
+                Threadblock {
+                    id: ids[i],
+                    send: o.send,
+                    recv: -1,
+                    chan: o.chan,
+                    steps: Vec::new(),
+                    line: 0,
+                }
+            };
             t.steps = steps;
-            for (i, s) in t.steps.iter_mut().enumerate() {
-                s.s = i as i64;
+            for (k, s) in t.steps.iter_mut().enumerate() {
+                s.s = k as i64;
             }
+            tbs.push(t);
         }
+        g.tbs = tbs;
         g.s_chunks = scratch;
     }
+}
+
+/// The old threadblock whose sends the `k`-th send threadblock runs.
+fn split_of(split: &[bool], k: usize) -> usize {
+    split
+        .iter()
+        .enumerate()
+        .filter(|(_, &s)| s)
+        .nth(k)
+        .map_or(0, |(i, _)| i)
+}
+
+/// The range a fused step writes (None: it writes nothing this
+/// threadblock reads again: a send, an `rrs`, a `nop`).
+fn written(s: &Step) -> Option<(Buf, i64, i64)> {
+    match s.kind {
+        StepKind::Send | StepKind::RecvReduceSend | StepKind::Nop => None,
+        _ => Some((s.dstbuf, s.dstoff, s.cnt)),
+    }
+}
+
+/// Which threadblocks give their sends to a threadblock of their own:
+/// those that receive, reduce and forward (an `rrs` or `rrcs`), most
+/// reduced chunks first, while the rank stays within `max_tbs`. A
+/// threadblock that later overwrites data one of its sends reads keeps
+/// its sends (the send would no longer be ordered before the write).
+fn send_threadblocks(
+    g: &GpuProgram,
+    max_tbs: usize,
+    meet: impl Fn((Buf, i64, i64), (Buf, i64, i64)) -> bool,
+) -> Vec<bool> {
+    let mut split = vec![false; g.tbs.len()];
+    let mut spare = max_tbs.saturating_sub(g.tbs.len());
+    if spare == 0 {
+        return split;
+    }
+    let mut cands: Vec<(i64, usize)> = Vec::new();
+    for (ti, t) in g.tbs.iter().enumerate() {
+        if t.send < 0 || t.recv < 0 {
+            continue;
+        }
+        let weight: i64 = t
+            .steps
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s.kind,
+                    StepKind::RecvReduceSend | StepKind::RecvReduceCopySend
+                )
+            })
+            .map(|s| s.cnt)
+            .sum();
+        let safe = t.steps.iter().enumerate().all(|(j, s)| {
+            let read = match s.kind {
+                StepKind::Send => (s.srcbuf, s.srcoff, s.cnt),
+                StepKind::RecvCopySend | StepKind::RecvReduceCopySend => {
+                    (s.dstbuf, s.dstoff, s.cnt)
+                }
+                _ => return true,
+            };
+            t.steps[j + 1..]
+                .iter()
+                .all(|w| written(w).is_none_or(|w| !meet(w, read)))
+        });
+        if weight > 0 && safe {
+            cands.push((weight, ti));
+        }
+    }
+    cands.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, ti) in cands {
+        if spare == 0 {
+            break;
+        }
+        split[ti] = true;
+        spare -= 1;
+    }
+    split
 }
 
 /// How many steps `p` (in the reduced set) would have with fused steps:
@@ -271,14 +476,36 @@ mod tests {
     #[test]
     fn the_ring_in_the_reduced_set() {
         // rrs and rrc (src i, dst o: aliased in place) in both call modes.
-        let mut p = crate::exec::builtin::ring(4, 2);
-        let before = p.num_steps();
-        rewrite(&mut p);
+        let ring = crate::exec::builtin::ring(4, 2);
+        let before = ring.num_steps();
+        let tbs = ring.max_tbs_per_rank();
+        let mut p = ring.clone();
+        rewrite(&mut p, tbs);
         p.runtime = Runtime::Rccl;
         assert!(kinds(&p).iter().all(|&k| Runtime::Rccl.runs(k)));
         // rrs: 3 steps, rrc aliased in place: 3, s: 1.
         assert_eq!(p.num_steps(), 3 * before - 2 * 4 * 2);
         assert!(p.gpus.iter().all(|g| g.s_chunks == 2));
+        assert_eq!(p.max_tbs_per_rank(), tbs);
+        verify(&p, &rccl()).unwrap();
+        assert_eq!(wrong(&p), 0);
+        // With threadblocks to spare, each ring threadblock's sends get
+        // one of their own (waiting on the reduction before each), and
+        // each form its own scratch range.
+        let mut p = ring.clone();
+        rewrite(&mut p, usize::MAX);
+        p.runtime = Runtime::Rccl;
+        assert_eq!(p.max_tbs_per_rank(), 2 * tbs);
+        assert_eq!(p.num_steps(), 3 * before - 2 * 4 * 2);
+        for g in &p.gpus {
+            for t in &g.tbs {
+                assert!(t.send < 0 || t.recv < 0, "rank {} tb {}", g.id, t.id);
+                if t.send >= 0 {
+                    // Every send after the first waits on a reduction.
+                    assert!(t.steps[1..].iter().all(|s| s.depid >= 0));
+                }
+            }
+        }
         verify(&p, &rccl()).unwrap();
         assert_eq!(wrong(&p), 0);
     }
@@ -288,7 +515,7 @@ mod tests {
         // All-pairs: scratch, nops and re; a rewritten executor schedule
         // with cross-threadblock chains (direct on a switch).
         let mut p = crate::exec::builtin::allpairs(4);
-        rewrite(&mut p);
+        rewrite(&mut p, usize::MAX);
         verify(&p, &rccl()).unwrap();
         assert_eq!(wrong(&p), 0);
         let t = crate::front::load_topology(std::path::Path::new(concat!(
@@ -298,7 +525,7 @@ mod tests {
         .unwrap();
         let c = compile_one(&t, Algo::Direct, &CompileOptions::default()).unwrap();
         let mut p = c.program.clone();
-        rewrite(&mut p);
+        rewrite(&mut p, usize::MAX);
         verify(&p, &rccl()).unwrap();
         assert_eq!(wrong(&p), 0);
         // Every dependency target is the last step of a form, and every
@@ -335,7 +562,7 @@ mod tests {
         for p in programs {
             let before = p.num_steps();
             let mut r = p.clone();
-            rewrite(&mut r);
+            rewrite(&mut r, 0);
             assert!(r.num_steps() > before, "{}", p.name);
             assert_eq!(fused_len(&r), before, "{}", p.name);
         }
