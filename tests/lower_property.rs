@@ -118,6 +118,45 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    /// For RCCL (the reduced step set, with send threadblocks wherever a
+    /// threadblock reduces and forwards), random reduction trees of every
+    /// op lower to programs that keep RCCL's rules, verify, and run
+    /// correct on the CPU executor in both call modes.
+    #[test]
+    fn random_trees_lower_for_rccl_and_run(n in 2usize..8, chunks in 1usize..4, seed in proptest::collection::vec(any::<u32>(), 1..64)) {
+        let rs = random_algorithm(n, chunks, seed);
+        let opts = LowerOptions {
+            runtime: rscc::ir::Runtime::Rccl,
+            ..LowerOptions::default()
+        };
+        for op in [Collective::ReduceScatter, Collective::AllGather, Collective::AllReduce] {
+            let alg = rscc::compile::shape(op, rs.clone());
+            let p = lower(&alg, &opts).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let vo = VerifyOptions {
+                runtime: Some(rscc::ir::Runtime::Rccl),
+                ..VerifyOptions::default()
+            };
+            let v = verify(&p, &vo);
+            prop_assert!(v.is_ok(), "{}: {}", op.display(), v.unwrap_err());
+            for inplace in [false, true] {
+                let ro = rscc::exec::RunOptions {
+                    sizes: vec![64 * p.nchunksperloop as u64],
+                    iters: 1,
+                    warmup: 0,
+                    check: true,
+                    inplace: Some(inplace),
+                    ..rscc::exec::RunOptions::default()
+                };
+                let r = rscc::exec::run_program(&p, &ro).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let wrong: u64 = r.rows.iter().map(|x| x.wrong.unwrap_or(1)).sum();
+                prop_assert_eq!(wrong, 0, "{} in place {}", op.display(), inplace);
+            }
+        }
+    }
+}
+
 /// The algorithm is valid, lowers with `opts`, and the verifier accepts the
 /// Program.
 fn lowers_and_verifies(alg: &Algorithm, opts: &LowerOptions) -> Result<(), String> {
