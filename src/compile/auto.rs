@@ -172,6 +172,27 @@ fn candidates(
             })
             .collect();
         found.extend(fused);
+        // Without fused steps, every schedule also without send
+        // threadblocks: the split overlaps a hop's local pass with its
+        // send, but its extra waits can cost more than that gains.
+        if !opts.lower.runtime.fused_steps() {
+            let o = CompileOptions {
+                lower: crate::lower::LowerOptions {
+                    send_tbs: false,
+                    ..opts.lower.clone()
+                },
+                ..opts.clone()
+            };
+            let plain: Vec<Compiled> = found
+                .iter()
+                .filter_map(|c| {
+                    let cand = crate::synth::ready(c.algorithm.clone());
+                    let limited = c.max_size.is_some();
+                    super::fit::first_fit(t.topo, c.algo, vec![cand], &o, limited).ok()
+                })
+                .collect();
+            found.extend(plain);
+        }
         for c in found {
             // A candidate identical to an earlier one (e.g. a mixture
             // that puts all weight on one family) is not scored twice.
@@ -320,10 +341,20 @@ fn pair(
     let a = &ag.2;
     let name = format!("{} + {}", r.name, a.name);
     let mut made: Vec<Compiled> = Vec::new();
-    for bcast_runs in [true, false] {
+    // Without fused steps, each form also without send threadblocks.
+    let splits: &[bool] = if opts.lower.runtime.fused_steps() {
+        &[true]
+    } else {
+        &[true, false]
+    };
+    for (bcast_runs, send_tbs) in [true, false]
+        .into_iter()
+        .flat_map(|b| splits.iter().map(move |&s| (b, s)))
+    {
         let o = CompileOptions {
             lower: crate::lower::LowerOptions {
                 bcast_runs,
+                send_tbs,
                 ..opts.lower.clone()
             },
             ..opts.clone()
@@ -342,7 +373,12 @@ fn pair(
                 } else {
                     " (broadcast block by block)"
                 };
-                skipped.push(format!("{name}{form}: {e}"));
+                let split = if send_tbs {
+                    ""
+                } else {
+                    " (no send threadblocks)"
+                };
+                skipped.push(format!("{name}{form}{split}: {e}"));
             }
         }
     }

@@ -93,6 +93,10 @@ pub struct LowerOptions {
     /// it on send threadblocks (`reduced`); the runtime's own limit
     /// applies as well.
     pub max_tbs: usize,
+    /// For a runtime without fused steps: give a threadblock that
+    /// reduces and forwards a send threadblock of its own where `max_tbs`
+    /// allows (`reduced`). `auto` scores RCCL candidates both ways.
+    pub send_tbs: bool,
 }
 
 impl Default for LowerOptions {
@@ -107,6 +111,7 @@ impl Default for LowerOptions {
             max_bytes: 0,
             bcast_runs: true,
             max_tbs: usize::MAX,
+            send_tbs: true,
         }
     }
 }
@@ -276,7 +281,12 @@ fn lower_grouped(
         chain_groups(&mut prog, nlogical);
     }
     if !opts.runtime.fused_steps() {
-        reduced::rewrite(&mut prog, opts.max_tbs.min(opts.runtime.max_tb_id()));
+        let tbs = if opts.send_tbs {
+            opts.max_tbs.min(opts.runtime.max_tb_id())
+        } else {
+            0
+        };
+        reduced::rewrite(&mut prog, tbs);
     }
     Ok(prog)
 }

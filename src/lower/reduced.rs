@@ -44,6 +44,7 @@
 //! that send reads keeps its sends.
 
 use crate::ir::{Buf, Collective, GpuProgram, Program, Step, StepKind, Threadblock};
+use rustc_hash::FxHashMap as HashMap;
 
 /// Where a rewritten step lies: (threadblock index in the rewritten GPU,
 /// position).
@@ -88,6 +89,30 @@ pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
             x == y && i < j + b.2 && j < i + a.2
         };
         let split = send_threadblocks(g, max_tbs, meet);
+        // Per chunk (in the in-place address space): up to two of the
+        // threadblocks that write it. A moved send whose data no other
+        // threadblock writes cannot race with a later write, so nothing
+        // needs to wait for it.
+        let mut writers: HashMap<(Buf, i64), [usize; 2]> = HashMap::default();
+        if split.iter().any(|&b| b) {
+            for (ti, t) in g.tbs.iter().enumerate() {
+                for (b, off, cnt) in t.steps.iter().filter_map(written) {
+                    for c in off..off + cnt {
+                        let w = writers.entry(place(b, c)).or_insert([ti, ti]);
+                        if w[0] != ti {
+                            w[1] = ti;
+                        }
+                    }
+                }
+            }
+        }
+        let written_elsewhere = |ti: usize, (b, off, cnt): (Buf, i64, i64)| {
+            (off..off + cnt).any(|c| {
+                writers
+                    .get(&place(b, c))
+                    .is_some_and(|w| w[0] != ti || w[1] != ti)
+            })
+        };
         let ntb = g.tbs.len();
         let mut scratch = g.s_chunks.max(0);
         // Per threadblock: its steps (a split one's own, then its send
@@ -130,7 +155,18 @@ pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
                 let mut sout: Vec<Step> = Vec::new();
                 // Per old step: its form's last step left here.
                 let mut last_here: Vec<Option<Loc>> = Vec::with_capacity(t.steps.len());
+                let mut last_send: Option<Loc> = None;
+                // A run of nops carries waits of the step after it: they
+                // go where that step's wait goes (its send threadblock for
+                // a plain send).
+                let mut pending: Vec<usize> = Vec::new();
+                let mut slots: Vec<Option<(Loc, Loc, Loc)>> = vec![None; t.steps.len()];
                 for (si, s) in t.steps.iter().enumerate() {
+                    if s.kind == StepKind::Nop {
+                        pending.push(si);
+                        last_here.push(None);
+                        continue;
+                    }
                     let temp = needs_temp(s, overlap(s)).then(|| {
                         let off = scratch;
                         scratch += s.cnt;
@@ -139,17 +175,57 @@ pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
                     let mut form = Vec::new();
                     let wait = expand(s, overlap(s), temp.unwrap_or(0), &mut form);
                     let send = s.kind.sends().then(|| form.pop()).flatten();
+                    // A step others wait on vouched for every earlier step
+                    // of the threadblock, the moved sends included: its
+                    // form's last step waits on the latest of them whose
+                    // data another threadblock writes (a nop carries that
+                    // wait where the step has its own).
+                    let mut wait = wait;
+                    let behind = (send.is_none() && s.hasdep).then_some(last_send).flatten();
+                    let nop = behind.is_some() && wait + 1 == form.len() && s.depid >= 0;
+                    if nop {
+                        form.insert(form.len() - 1, Step::new(StepKind::Nop));
+                        wait += 1;
+                    }
+                    // The latest step left here before this form.
+                    let before = out.len().checked_sub(1).map(|p| (ti, p));
+                    let waits_here = wait < form.len();
+                    for k in pending.drain(..) {
+                        let c = Step {
+                            depid: -1,
+                            deps: -1,
+                            hasdep: false,
+                            ..t.steps[k].clone()
+                        };
+                        let at = if waits_here {
+                            out.push(c);
+                            (ti, out.len() - 1)
+                        } else {
+                            sout.push(c);
+                            (st, sout.len() - 1)
+                        };
+                        slots[k] = Some((at, at, at));
+                    }
                     let first = out.len();
                     let kept = form.len();
                     out.extend(form);
                     let here = (kept > 0).then(|| (ti, out.len() - 1));
                     last_here.push(here);
                     let Some(send) = send else {
-                        map.push(((ti, first), (ti, first + wait), (ti, out.len() - 1)));
+                        if let Some(b) = behind {
+                            extra.push(((ti, out.len() - 1 - usize::from(nop)), b));
+                        }
+                        slots[si] = Some(((ti, first), (ti, first + wait), (ti, out.len() - 1)));
                         continue;
                     };
+                    // The send waits on the step that wrote its data last;
+                    // one that others wait on vouches for every earlier
+                    // step, so it waits on the latest step left here.
                     let read = (send.srcbuf, send.srcoff, send.cnt);
                     let writer = here.or_else(|| {
+                        if s.hasdep {
+                            return before;
+                        }
                         (0..si)
                             .rev()
                             .find(|&k| written(&t.steps[k]).is_some_and(|w| meet(w, read)))
@@ -162,6 +238,9 @@ pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
                     });
                     let at = (st, sout.len());
                     sout.push(send);
+                    if written_elsewhere(ti, read) {
+                        last_send = Some(at);
+                    }
                     if let Some(w) = writer {
                         extra.push((at, w));
                     }
@@ -175,8 +254,23 @@ pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
                     } else {
                         own.unwrap_or(at)
                     };
-                    map.push((first_at, wait_at, at));
+                    slots[si] = Some((first_at, wait_at, at));
                 }
+                // Trailing nops wait here.
+                for k in pending.drain(..) {
+                    out.push(Step {
+                        depid: -1,
+                        deps: -1,
+                        hasdep: false,
+                        ..t.steps[k].clone()
+                    });
+                    let at = (ti, out.len() - 1);
+                    slots[k] = Some((at, at, at));
+                }
+                map = slots
+                    .into_iter()
+                    .map(|m| m.unwrap_or(((ti, 0), (ti, 0), (ti, 0))))
+                    .collect();
                 sends.push(sout);
             }
             maps.push(map);
