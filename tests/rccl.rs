@@ -169,3 +169,65 @@ fn rccl_directories_serve_every_count() {
     assert_eq!(g["served"], g["calls"], "{g}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Send threadblocks keep every ordering the fused program had: on a
+/// generated fabric whose allreduce candidates have broadcast sends behind
+/// `nop` waits and waiters that relied on program order through a send
+/// (seed 26: `flow` and the tree pairs), no RCCL candidate is rejected as
+/// a race, and the files written have send-only threadblocks and verify.
+#[test]
+fn send_threadblocks_keep_every_ordering() {
+    let dir = std::env::temp_dir().join(format!("rscc-rccl-split-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let topo = dir.join("f26.json");
+    let (code, _, err) = rscc(&[
+        "topo",
+        "generate",
+        "random",
+        "--seed",
+        "26",
+        "-o",
+        topo.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let out = format!("{}/", dir.join("out").display());
+    let (code, json, err) = rscc(&[
+        "synth",
+        "--topo",
+        topo.to_str().unwrap(),
+        "--op",
+        "allreduce",
+        "--runtime",
+        "rccl",
+        "--json",
+        "-o",
+        &out,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let skipped: Vec<&str> = v["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.as_str())
+        .collect();
+    assert!(
+        skipped.iter().all(|s| !s.contains("[race]")),
+        "{skipped:#?}"
+    );
+    let mut split = 0;
+    for f in v["files"].as_array().unwrap() {
+        let path = f["path"].as_str().unwrap();
+        let p = rscc::front::msccl_xml::load(Path::new(path)).unwrap();
+        verify(&p, &rccl()).unwrap_or_else(|e| panic!("{path}: {e}"));
+        split += p
+            .gpus
+            .iter()
+            .flat_map(|g| &g.tbs)
+            .filter(|t| t.send >= 0 && t.recv < 0 && t.steps.iter().any(|s| s.depid >= 0))
+            .count();
+    }
+    assert!(split > 0, "no file has send threadblocks");
+    let _ = std::fs::remove_dir_all(&dir);
+}
