@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::rscc;
+use common::{fresh_dir, rscc};
 use rscc::exec::{DType, RedOp};
 use rscc::ir::{Program, Runtime, StepKind};
 use rscc::verify::{verify, VerifyOptions};
@@ -31,13 +31,11 @@ fn rccl() -> VerifyOptions {
 /// modes.
 #[test]
 fn amd_machines_get_rccl_files_for_every_op() {
-    let dir = std::env::temp_dir().join(format!("rscc-rccl-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = fresh_dir("rccl");
     let out = format!("{}/", dir.display());
     // The MI300X generator's machine and an imported RCCL dump (PCIe only:
     // no xGMI link says AMD, the dump's format does).
     let imported = dir.join("vega20.json");
-    std::fs::create_dir_all(&dir).unwrap();
     let (code, _, err) = rscc(&[
         "topo",
         "import",
@@ -138,9 +136,7 @@ fn rccl_keeps_within_64_threadblocks() {
 /// for RCCL too, so every call of the sweep gets an rscc schedule.
 #[test]
 fn rccl_directories_serve_every_count() {
-    let d = std::env::temp_dir().join(format!("rscc-rccl-k1-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = fresh_dir("rccl-k1");
     let topo = d.join("mi250x.json");
     let (code, _, err) = rscc(&[
         "topo",
@@ -177,9 +173,7 @@ fn rccl_directories_serve_every_count() {
 /// a race, and the files written have send-only threadblocks and verify.
 #[test]
 fn send_threadblocks_keep_every_ordering() {
-    let dir = std::env::temp_dir().join(format!("rscc-rccl-split-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("rccl-split");
     let topo = dir.join("f26.json");
     let (code, _, err) = rscc(&[
         "topo",

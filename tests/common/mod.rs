@@ -87,6 +87,15 @@ pub fn shipped() -> Vec<(String, Topology, Program)> {
         .collect()
 }
 
+/// An empty directory under the system's temp dir, unique to this test
+/// process and `tag`.
+pub fn fresh_dir(tag: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("rscc-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// Run the rscc binary: (exit code, stdout, stderr).
 pub fn rscc(args: &[&str]) -> (i32, String, String) {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
