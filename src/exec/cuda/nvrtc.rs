@@ -27,15 +27,34 @@ pub(super) fn no_nvrtc() -> ExecError {
 /// variable `RSCC_NVRTC_OPTIONS` (for tuning experiments on a new GPU,
 /// docs/executor.md: e.g. `-DUNROLL=8`; whitespace-separated, appended).
 pub fn nvrtc_options(arch: (i32, i32), dtype: DType, op: RedOp) -> Result<Vec<String>, ExecError> {
-    let mut v = base_options(arch, dtype, op)?;
-    if let Some(extra) = extra_options() {
-        v.extend(extra.split_whitespace().map(String::from));
-    }
-    Ok(v)
+    options_with(arch, dtype, op, extra_options().as_deref())
 }
 
 fn extra_options() -> Option<String> {
     std::env::var("RSCC_NVRTC_OPTIONS").ok()
+}
+
+/// The base options with `extra` (whitespace-separated) appended.
+fn options_with(
+    arch: (i32, i32),
+    dtype: DType,
+    op: RedOp,
+    extra: Option<&str>,
+) -> Result<Vec<String>, ExecError> {
+    let mut v = base_options(arch, dtype, op)?;
+    v.extend(extra.unwrap_or("").split_whitespace().map(String::from));
+    Ok(v)
+}
+
+/// A failed NVRTC compile: the user's error (exit 2, naming the variable)
+/// when RSCC_NVRTC_OPTIONS added options, else an internal one.
+fn compile_error(extra: Option<&str>, what: String) -> ExecError {
+    match extra {
+        Some(x) if !x.trim().is_empty() => ExecError::Unsupported(format!(
+            "RSCC_NVRTC_OPTIONS=\"{x}\": NVRTC does not compile the kernel with these options: {what}"
+        )),
+        _ => ExecError::Spawn(what),
+    }
 }
 
 /// The options every instance needs (no environment).
@@ -90,10 +109,7 @@ fn compile_with(
     op: RedOp,
     extra: Option<&str>,
 ) -> Result<cudarc::nvrtc::Ptx, ExecError> {
-    let mut options = base_options(arch, dtype, op)?;
-    if let Some(x) = extra {
-        options.extend(x.split_whitespace().map(String::from));
-    }
+    let options = options_with(arch, dtype, op, extra)?;
     if !nvrtc_present() {
         return Err(no_nvrtc());
     }
@@ -102,12 +118,8 @@ fn compile_with(
         name: Some("rscc_kernel.cu".into()),
         ..Default::default()
     };
-    cudarc::nvrtc::compile_ptx_with_opts(KERNEL_SRC, opts).map_err(|e| match extra {
-        Some(x) if !x.trim().is_empty() => ExecError::Unsupported(format!(
-            "RSCC_NVRTC_OPTIONS=\"{x}\": NVRTC does not compile the kernel with these options: {e:?}"
-        )),
-        _ => ExecError::Spawn(format!("NVRTC compile of kernel.cu failed: {e:?}")),
-    })
+    cudarc::nvrtc::compile_ptx_with_opts(KERNEL_SRC, opts)
+        .map_err(|e| compile_error(extra, format!("NVRTC compile of kernel.cu failed: {e:?}")))
 }
 
 /// Compile the kernel to machine code (CUBIN) for `sm_XY` with NVRTC's
@@ -120,7 +132,8 @@ pub fn compile_cubin(
     op: RedOp,
 ) -> Result<(usize, String), ExecError> {
     use cudarc::nvrtc::{result, sys as nsys};
-    let mut options = nvrtc_options(arch, dtype, op)?;
+    let extra = extra_options();
+    let mut options = options_with(arch, dtype, op, extra.as_deref())?;
     options[0] = format!("--gpu-architecture=sm_{}{}", arch.0, arch.1);
     options.push("--ptxas-options=-v".into());
     if !nvrtc_present() {
@@ -145,10 +158,10 @@ pub fn compile_cubin(
         let compiled = result::compile_program(prog, &options);
         let log = result::get_program_log(prog).map(text).unwrap_or_default();
         let out = match compiled {
-            Err(e) => Err(ExecError::Spawn(format!(
-                "NVRTC compile (sm_{}{}): {e:?}\n{log}",
-                arch.0, arch.1
-            ))),
+            Err(e) => Err(compile_error(
+                extra.as_deref(),
+                format!("NVRTC compile (sm_{}{}): {e:?}\n{log}", arch.0, arch.1),
+            )),
             Ok(()) => {
                 let mut size = 0usize;
                 let r = nsys::nvrtcGetCUBINSize(prog, &mut size);
