@@ -35,13 +35,25 @@
 //! most reduced chunks first) gives all its sends, in order, to a new
 //! threadblock on the same channel with the same send peer (the old one
 //! keeps the receive peer, so every connection still has one threadblock
-//! at each end). Each send waits on the step of the old threadblock that
-//! wrote its data last (a `nop` carries the send's own wait where it has
-//! one too), and each form gets a scratch range of its own instead of
+//! at each end). Each form gets a scratch range of its own instead of
 //! `T`, since a receive may now run ahead of the previous send. The next
 //! tile's receive and reduction then overlap this tile's send, as two
-//! threadblocks run at once. A threadblock that writes, after a send, data
-//! that send reads keeps its sends.
+//! threadblocks run at once. The split keeps every ordering the
+//! threadblock's program order gave:
+//! - a send waits on the step of the old threadblock that wrote its data
+//!   last, or, when others wait on the send, on the old threadblock's
+//!   latest step (they relied on everything before it);
+//! - `nop`s go with the step whose wait they carry (to the send
+//!   threadblock for a plain `s`), and a `nop` carries a send's own wait
+//!   where it waits twice;
+//! - a step others wait on also waits on the latest earlier moved send
+//!   whose data another threadblock writes (a write after it must not
+//!   overtake the send);
+//! - a threadblock that writes, after a send, data that send reads keeps
+//!   its sends.
+//!
+//! `auto` scores every program both with and without send threadblocks
+//! (`LowerOptions::send_tbs`).
 
 use crate::ir::{Buf, Collective, GpuProgram, Program, Step, StepKind, Threadblock};
 use rustc_hash::FxHashMap as HashMap;
@@ -312,6 +324,8 @@ pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
             news[wt][w].deps = d as i64;
             news[dt][d].hasdep = true;
         }
+        // The old threadblock each send threadblock's sends come from.
+        let origins: Vec<usize> = (0..ntb).filter(|&i| split[i]).collect();
         let old = std::mem::take(&mut g.tbs);
         let mut tbs: Vec<Threadblock> = Vec::with_capacity(news.len());
         for (i, steps) in news.into_iter().enumerate() {
@@ -322,7 +336,7 @@ pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
                 }
                 t
             } else {
-                let o = &old[split_of(&split, i - ntb)];
+                let o = &old[origins[i - ntb]];
                 Threadblock {
                     id: ids[i],
                     send: o.send,
@@ -341,16 +355,6 @@ pub(super) fn rewrite(p: &mut Program, max_tbs: usize) {
         g.tbs = tbs;
         g.s_chunks = scratch;
     }
-}
-
-/// The old threadblock whose sends the `k`-th send threadblock runs.
-fn split_of(split: &[bool], k: usize) -> usize {
-    split
-        .iter()
-        .enumerate()
-        .filter(|(_, &s)| s)
-        .nth(k)
-        .map_or(0, |(i, _)| i)
 }
 
 /// The range a fused step writes (None: it writes nothing this
@@ -422,24 +426,44 @@ fn send_threadblocks(
 
 /// How many steps `p` (in the reduced set) would have with fused steps:
 /// each `r` with the `re`, `cpy`, `nop` and `s` steps after it that
-/// complete its form counts once, as the fused step it replaces, and
-/// every other step once. A search's budget of work counts these, so that
-/// a runtime without fused steps gets as many plans scored as one with.
+/// complete its form counts once, as the fused step it replaces, and so
+/// does a send threadblock's `s` that waits on the `r`, `re` or `cpy`
+/// ending a form of a receive-only threadblock on its channel (the form
+/// it was split from); every other step counts once. A search's budget of
+/// work counts these, so that a runtime without fused steps gets as many
+/// plans scored as one with.
 pub fn fused_len(p: &Program) -> usize {
     let mut n = 0;
-    for t in p.gpus.iter().flat_map(|g| &g.tbs) {
-        let mut after_recv = false;
-        for s in &t.steps {
-            match s.kind {
-                StepKind::Recv => {
-                    n += 1;
-                    after_recv = true;
-                }
-                StepKind::Reduce | StepKind::Copy | StepKind::Nop if after_recv => {}
-                StepKind::Send if after_recv => after_recv = false,
-                _ => {
-                    n += 1;
-                    after_recv = false;
+    for g in &p.gpus {
+        let by_id: HashMap<i64, &Threadblock> = g.tbs.iter().map(|t| (t.id, t)).collect();
+        // The `s` continues a form of the threadblock it waits on.
+        let split_send = |t: &Threadblock, s: &Step| {
+            t.recv < 0
+                && s.kind == StepKind::Send
+                && by_id.get(&s.depid).is_some_and(|o| {
+                    o.send < 0
+                        && o.recv >= 0
+                        && o.chan == t.chan
+                        && o.steps.get(s.deps.max(0) as usize).is_some_and(|d| {
+                            matches!(d.kind, StepKind::Recv | StepKind::Reduce | StepKind::Copy)
+                        })
+                })
+        };
+        for t in &g.tbs {
+            let mut after_recv = false;
+            for s in &t.steps {
+                match s.kind {
+                    StepKind::Recv => {
+                        n += 1;
+                        after_recv = true;
+                    }
+                    StepKind::Reduce | StepKind::Copy | StepKind::Nop if after_recv => {}
+                    StepKind::Send if after_recv => after_recv = false,
+                    _ if split_send(t, s) => {}
+                    _ => {
+                        n += 1;
+                        after_recv = false;
+                    }
                 }
             }
         }
@@ -655,10 +679,13 @@ mod tests {
         }
         for p in programs {
             let before = p.num_steps();
-            let mut r = p.clone();
-            rewrite(&mut r, 0);
-            assert!(r.num_steps() > before, "{}", p.name);
-            assert_eq!(fused_len(&r), before, "{}", p.name);
+            // Without and with send threadblocks.
+            for tbs in [0, usize::MAX] {
+                let mut r = p.clone();
+                rewrite(&mut r, tbs);
+                assert!(r.num_steps() > before, "{}", p.name);
+                assert_eq!(fused_len(&r), before, "{} ({tbs})", p.name);
+            }
         }
     }
 
