@@ -13,6 +13,15 @@
 //   hasdep="1"; depid/deps waits spin on it;
 // - a step with cnt = k moves k chunks, one tile of each per call.
 // No headers are included, so the source compiles with NVRTC alone.
+//
+// Measurement knobs (RSCC_NVRTC_OPTIONS="-D…"; they break the FIFO and
+// dependency protocol, so results are wrong: time runs only, never
+// --check; bench/gpu-compare.sh variants split a run's time with them):
+//   RSCC_DIAG_NO_WAIT     no spin on a peer's counter or key (data
+//                         operations, barriers, fences and stores only);
+//   RSCC_DIAG_NO_DATA     no data operation (hand-offs only);
+//   RSCC_DIAG_NO_FENCE    counters and keys move without the fence;
+//   RSCC_DIAG_NO_DISCARD  consumed FIFO slots are not dropped from L2.
 
 #ifdef RSCC_HOST_EMU
 // Host emulation (src/exec/cuda/emu.rs, tests only): each CUDA block runs
@@ -300,6 +309,9 @@ __device__ __forceinline__ u64 now_ns() {
 // hands them over: GPU scope when every peer is on this GPU (virtual
 // ranks), system scope when peers on other GPUs read them.
 __device__ __forceinline__ void fence_out(const Params& P) {
+#ifdef RSCC_DIAG_NO_FENCE
+  return;
+#endif
   if (P.sys_fence) __threadfence_system();
   else __threadfence();
 }
@@ -327,6 +339,9 @@ __device__ void leave_wait(const Params& P, int tb, int what, int pos, u64 tile,
 // visible to this thread, and through the caller's barrier to the block.
 // what: 1 recv, 2 send, 3 dep.
 __device__ bool spin_ge(const Params& P, const u64* p, u64 want, u64* seen, int what, int tb, int pos, u64 tile) {
+#ifdef RSCC_DIAG_NO_WAIT
+  return true;
+#endif
   if (*seen >= want) return true;
   u64 t0 = 0;
   u64 spins = 0;
@@ -459,6 +474,7 @@ extern "C" __global__ void rscc_run(Params P) {
         if (!__syncthreads_and(ok)) return;
         const T* in = rx ? recv_data + (my_head % P.slots) * P.tile : 0;
         T* out = tx ? send_data + (my_tail % P.slots) * P.tile : 0;
+#ifndef RSCC_DIAG_NO_DATA
         switch (kind) {
           case K_SEND: combine<true>(out, 0, src, 0, n); break;
           case K_RECV: combine<false>(dst, 0, in, 0, n); break;
@@ -470,11 +486,14 @@ extern "C" __global__ void rscc_run(Params P) {
           case K_RE: combine<true>(dst, 0, dst, src, n); break;
           default: break;
         }
+#endif
         __syncthreads();
+#ifndef RSCC_DIAG_NO_DISCARD
         if (rx) {
           discard_l2(in, n * sizeof(T));
           __syncthreads();
         }
+#endif
         if (tid == 0) {
           // Data written by the whole block is visible (to the peer GPU too)
           // before a counter or the key moves.
