@@ -747,6 +747,7 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
         shared_mem: Some(SharedMem {
             gbps: 10.0,
             call_us: 0.0,
+            zero_copy: false,
         }),
         ..SimOptions::default()
     };
@@ -765,6 +766,7 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
         shared_mem: Some(SharedMem {
             gbps: 10.0,
             call_us: 1.0,
+            zero_copy: false,
         }),
         ..SimOptions::default()
     };
@@ -793,6 +795,28 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
         (td / tr - 35.0 / 23.0).abs() < 0.03,
         "direct {td} ring {tr}"
     );
+    // With zero-copy sends (the executor's default) direct's sends and the
+    // ring's first send touch nothing: 21 touches per byte each.
+    let zc = SimOptions {
+        shared_mem: Some(SharedMem {
+            gbps: 10.0,
+            call_us: 0.0,
+            zero_copy: true,
+        }),
+        ..SimOptions::default()
+    };
+    let tr_zc = sim::simulate(&ring8, &t8, 256 << 20, &zc).unwrap().time_us;
+    let td_zc = sim::simulate(&direct8, &t8, 256 << 20, &zc)
+        .unwrap()
+        .time_us;
+    assert!(
+        (tr_zc / tr - 21.0 / 23.0).abs() < 0.03,
+        "ring {tr_zc} vs {tr}"
+    );
+    assert!(
+        (td_zc / tr_zc - 1.0).abs() < 0.03,
+        "direct {td_zc} ring {tr_zc}"
+    );
     // Under the GPU model the same full mesh favours direct (N - 1 links).
     let g = SimOptions::default();
     let (gr, gd) = (
@@ -805,6 +829,7 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
         shared_mem: Some(SharedMem {
             gbps: 0.0,
             call_us: 0.0,
+            zero_copy: false,
         }),
         ..SimOptions::default()
     };

@@ -68,6 +68,11 @@ pub struct RunArgs {
     /// 256 KiB of memory traffic per call, up to the cores).
     #[arg(long, default_value_t = 0)]
     pub workers: usize,
+    /// Copy every send into its FIFO slot, as MSCCL does (by default a send
+    /// of data no step rewrites during the run hands the receiver its
+    /// source instead).
+    #[arg(long)]
+    pub no_zero_copy: bool,
     /// Skip the memory-bandwidth measurement.
     #[arg(long)]
     pub no_membw: bool,
@@ -125,6 +130,7 @@ fn load(args: &RunArgs) -> Result<Program, CliError> {
                 shared_mem: Some(crate::sim::SharedMem {
                     gbps,
                     call_us: crate::ir::hardware::CPU_CALL_US,
+                    zero_copy: !args.no_zero_copy,
                 }),
                 ..Default::default()
             };
@@ -239,6 +245,7 @@ pub fn run_program_cli(
         membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
         workers: args.workers,
         inject_fault: None,
+        zero_copy: !args.no_zero_copy,
     };
     let rep = match backend_mode(args)? {
         None => exec::run_program(prog, &opts),

@@ -50,6 +50,9 @@ pub(crate) struct Geometry {
     pub workers: usize,
     /// `RunOptions::inject_fault`.
     pub fault: Option<usize>,
+    /// Sends of data no step rewrites hand the receiver their source
+    /// instead of a copy (`plan::zero_copy_sends`).
+    pub zero_copy: bool,
 }
 
 impl Geometry {
@@ -99,6 +102,9 @@ struct RawBuf<T> {
 struct Slot<T> {
     data: UnsafeCell<Box<[T]>>,
     len: UnsafeCell<usize>,
+    /// A zero-copy send's source (the receiver reads it instead of
+    /// `data`), else null.
+    ext: UnsafeCell<*const T>,
 }
 
 struct Fifo<T> {
@@ -156,6 +162,8 @@ struct Shared<'a, T> {
     phase_done: AtomicU64,
     base: Instant,
     step_stride: u64,
+    /// Per threadblock and step: a zero-copy send (`plan::zero_copy_sends`).
+    zero_copy: Vec<Vec<bool>>,
 }
 
 // SAFETY: the raw buffer pointers and FIFO slots are shared between threads
@@ -314,7 +322,8 @@ impl<T: Elem> Shared<'_, T> {
                     let n = if m > 1 { m * geo.chunk } else { len };
                     let src = self.range(r, step.src.0, step.src.1 + c.g, t0, n);
                     let dst = self.range(r, step.dst.0, step.dst.1 + c.g, t0, n);
-                    if let Err(what) = self.try_step::<O>(c, step.kind, src, dst, n, tmp) {
+                    let zc = self.zero_copy[c.tb][c.pos];
+                    if let Err(what) = self.try_step::<O>(c, step.kind, zc, src, dst, n, tmp) {
                         self.blocked(c, what, where_);
                         return (progressed, false);
                     }
@@ -370,8 +379,18 @@ impl<T: Elem> Shared<'_, T> {
         }
         let slot = &f.slots[(h % f.slots.len() as u64) as usize];
         // SAFETY: the producer published this slot (tail > h, acquire) and
-        // will not touch it until we advance head.
-        let (p, n) = unsafe { ((*slot.data.get()).as_mut_ptr(), *slot.len.get()) };
+        // will not touch it until we advance head. A zero-copy send's
+        // source is only read: no step writes it during the run
+        // (plan::zero_copy_sends).
+        let (p, n) = unsafe {
+            let ext = *slot.ext.get();
+            let p = if ext.is_null() {
+                (*slot.data.get()).as_mut_ptr()
+            } else {
+                ext as *mut T
+            };
+            (p, *slot.len.get())
+        };
         Some(Ready {
             fifo: f,
             ptr: p,
@@ -406,10 +425,15 @@ impl<T: Elem> Shared<'_, T> {
         })
     }
 
-    fn send_done(&self, c: &Cursor, s: Ready<'_, T>, len: usize) {
+    /// Publish the send FIFO's slot: `len` elements in the slot, or at
+    /// `ext` when not null (a zero-copy send).
+    fn send_done(&self, c: &Cursor, s: Ready<'_, T>, len: usize, ext: *const T) {
         let slot = &s.fifo.slots[(s.seq % s.fifo.slots.len() as u64) as usize];
         // SAFETY: we own the slot until tail is advanced.
-        unsafe { *slot.len.get() = len };
+        unsafe {
+            *slot.len.get() = len;
+            *slot.ext.get() = ext;
+        }
         s.fifo.tail.0.store(s.seq + 1, Ordering::Release);
         if let Some(k) = s.fifo.consumer {
             self.notify(c.worker, k);
@@ -419,11 +443,14 @@ impl<T: Elem> Shared<'_, T> {
     /// One primitive call, if both FIFO ends it needs are ready; else what
     /// it waits for (W_RECV before W_SEND). A receive-then-send step thus
     /// leaves its incoming slot full while the outgoing one is not free,
-    /// as the GPU primitive holds it.
+    /// as the GPU primitive holds it. A zero-copy send (`zc`) hands over
+    /// `src` itself.
+    #[allow(clippy::too_many_arguments)]
     fn try_step<O: Op<T>>(
         &self,
         c: &Cursor,
         kind: StepKind,
+        zc: bool,
         src: *mut T,
         dst: *mut T,
         len: usize,
@@ -457,6 +484,7 @@ impl<T: Elem> Shared<'_, T> {
             let o = out.as_ref().map_or(std::ptr::null_mut(), |r| r.ptr);
             match kind {
                 StepKind::Nop => {}
+                StepKind::Send if zc => {}
                 StepKind::Send => std::ptr::copy_nonoverlapping(src, o, m),
                 StepKind::Recv => std::ptr::copy_nonoverlapping(i, dst, m),
                 StepKind::RecvCopySend => {
@@ -514,7 +542,12 @@ impl<T: Elem> Shared<'_, T> {
             }
         }
         if let Some(o) = out {
-            self.send_done(c, o, m);
+            let ext = if zc {
+                src as *const T
+            } else {
+                std::ptr::null()
+            };
+            self.send_done(c, o, m, ext);
         }
         if let Some(i) = inp {
             self.recv_done(c, i);
@@ -773,6 +806,7 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
                 .map(|_| Slot {
                     data: UnsafeCell::new(vec![T::default(); geo.tile].into_boxed_slice()),
                     len: UnsafeCell::new(0),
+                    ext: UnsafeCell::new(std::ptr::null()),
                 })
                 .collect(),
             producer: d.producer,
@@ -829,6 +863,14 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         phase_done: AtomicU64::new(0),
         base: Instant::now(),
         step_stride: plan.max_steps as u64 + 1,
+        zero_copy: if geo.zero_copy {
+            super::plan::zero_copy_sends(plan, geo.inplace)
+        } else {
+            plan.tbs
+                .iter()
+                .map(|t| vec![false; t.steps.len()])
+                .collect()
+        },
     };
     let mine: Vec<Vec<usize>> = (0..nworkers)
         .map(|w| (0..ntbs).filter(|&t| shared.owner[t] == w).collect())

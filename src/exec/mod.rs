@@ -55,6 +55,10 @@ pub struct RunOptions {
     /// would. None in every real run.
     #[doc(hidden)]
     pub inject_fault: Option<usize>,
+    /// A send of data no step rewrites during the run hands the receiver
+    /// its source instead of a copy in a FIFO slot (docs/executor.md
+    /// "Zero-copy sends"); false copies every send, as MSCCL does.
+    pub zero_copy: bool,
 }
 
 impl Default for RunOptions {
@@ -73,6 +77,7 @@ impl Default for RunOptions {
             membw_bytes: 0,
             workers: 0,
             inject_fault: None,
+            zero_copy: true,
         }
     }
 }
@@ -358,6 +363,7 @@ fn run_typed<T: Elem, O: Op<T>>(
                 w => w.min(plan.tbs.len().max(1)),
             },
             fault: opts.inject_fault,
+            zero_copy: opts.zero_copy,
         };
         fill_inputs::<T, O>(plan, &mut bufs, chunk, inplace);
         let phases: Vec<u64> = if opts.check {

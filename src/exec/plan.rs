@@ -19,6 +19,9 @@ pub(crate) struct StepPlan {
     pub dep: Option<(usize, usize)>,
     /// Publish progress after this step (`hasdep="1"`, not on a `nop`).
     pub publish: bool,
+    /// A zero-copy send out of place and in place
+    /// (`Resolved::zero_copy_sends`).
+    pub zero_copy: [bool; 2],
 }
 
 #[derive(Debug, Clone)]
@@ -74,6 +77,21 @@ impl Plan {
             .unwrap_or(1)
             .max(1)
     }
+}
+
+/// Per threadblock and step, the sends that hand the receiver their
+/// source instead of a copy in a FIFO slot ("zero-copy",
+/// `Resolved::zero_copy_sends`) in the aliasing mode `inplace`.
+pub(crate) fn zero_copy_sends(plan: &Plan, inplace: bool) -> Vec<Vec<bool>> {
+    plan.tbs
+        .iter()
+        .map(|t| {
+            t.steps
+                .iter()
+                .map(|s| s.zero_copy[inplace as usize])
+                .collect()
+        })
+        .collect()
 }
 
 /// One size's tile and call structure, in elements, for both executors:
@@ -227,6 +245,7 @@ fn steps(
 ) -> Result<usize, ExecError> {
     let mut max_steps = 0;
     let mut waiters: Vec<Vec<usize>> = vec![Vec::new(); tbs.len()];
+    let zc = [res.zero_copy_sends(p, false), res.zero_copy_sends(p, true)];
     for (me, t) in res.tbs.iter().enumerate() {
         let r = t.rank;
         let tb = &p.gpus[t.gpu].tbs[t.local];
@@ -278,6 +297,7 @@ fn steps(
                 cnt,
                 dep,
                 publish: st.hasdep && k != StepKind::Nop,
+                zero_copy: [zc[0][t.first_step + pos], zc[1][t.first_step + pos]],
             });
         }
         tbs[me].steps = steps;

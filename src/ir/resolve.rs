@@ -109,6 +109,66 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// Per global step id: a send the executors run zero-copy, handing the
+    /// receiver its source instead of a copy in a FIFO slot, in the
+    /// aliasing mode `inplace`. That is a plain `s` whose source range no
+    /// step of its rank writes (through the in-place aliasing of `i` and
+    /// `o` too): such data is the same from the start of a run to its
+    /// end, so a receiver that reads it after the sender moved on reads
+    /// what a copy would hold. Chunk granularity (every tile and merged
+    /// call of a chunk lies inside it); steps with out-of-range fields are
+    /// never zero-copy.
+    pub fn zero_copy_sends(&self, p: &Program, inplace: bool) -> Vec<bool> {
+        use super::spec::Alias;
+        use super::Buf;
+        let nsteps: usize = self.tbs.iter().map(|t| t.steps).sum();
+        let mut zc = vec![false; nsteps];
+        if p.ngpus < 1 || p.nchunksperloop < 1 {
+            return zc;
+        }
+        let bufs = p.coll.buffers(p.nchunksperloop as usize, p.ngpus as usize);
+        let (ic, oc) = (bufs.i_chunks as i64, bufs.o_chunks as i64);
+        // (space, first chunk): 0 input, 1 output, 2 scratch; in place, the
+        // inner buffer is a window of the outer one's space.
+        let place = |rank: usize, b: Buf, off: i64| -> (u8, i64) {
+            let r = rank as i64;
+            match (b, inplace, bufs.alias) {
+                (Buf::Scratch, ..) => (2, off),
+                (Buf::Input, false, _) => (0, off),
+                (Buf::Output, false, _) => (1, off),
+                (Buf::Input, true, Alias::InputInOut) => (1, r * ic + off),
+                (Buf::Output, true, Alias::OutInInput) => (0, r * oc + off),
+                (Buf::Input, true, _) => (0, off),
+                (Buf::Output, true, Alias::InputInOut) => (1, off),
+                (Buf::Output, true, Alias::Same) => (0, off),
+            }
+        };
+        let mut written: Vec<Vec<(u8, i64, i64)>> = vec![Vec::new(); self.ranks];
+        for (k, t) in self.tbs.iter().enumerate() {
+            for pos in 0..t.steps {
+                let s = self.step(p, k, pos);
+                if s.kind.writes_dst() {
+                    let (sp, a) = place(t.rank, s.dstbuf, s.dstoff);
+                    written[t.rank].push((sp, a, a.saturating_add(s.cnt.max(1))));
+                }
+            }
+        }
+        for (k, t) in self.tbs.iter().enumerate() {
+            for pos in 0..t.steps {
+                let s = self.step(p, k, pos);
+                if s.kind != StepKind::Send || s.cnt < 1 || s.srcoff < 0 {
+                    continue;
+                }
+                let (sp, a) = place(t.rank, s.srcbuf, s.srcoff);
+                let e = a.saturating_add(s.cnt);
+                zc[t.first_step + pos] = !written[t.rank]
+                    .iter()
+                    .any(|&(wsp, wa, we)| wsp == sp && wa < e && a < we);
+            }
+        }
+        zc
+    }
+
     /// The step of global threadblock `tb` at `pos`.
     pub fn step<'p>(&self, p: &'p Program, tb: usize, pos: usize) -> &'p Step {
         let t = &self.tbs[tb];
@@ -370,7 +430,7 @@ fn dependencies(
 mod tests {
     use super::*;
     use crate::exec::builtin;
-    use crate::ir::Threadblock;
+    use crate::ir::{Buf, Threadblock};
 
     #[test]
     fn a_ring_resolves_to_one_connection_per_hop() {
@@ -383,6 +443,58 @@ mod tests {
             assert_eq!(r.tbs[s].send_conn, r.tbs[d].recv_conn);
         }
         assert_eq!(r.num_steps(), p.num_steps());
+    }
+
+    #[test]
+    fn zero_copy_sends_are_plain_sends_of_data_nothing_rewrites() {
+        // Ring reduce-scatter: each rank's first step sends an input chunk
+        // that no step writes (rrc writes the output), in either mode.
+        let p = builtin::ring(4, 1);
+        let r = resolve(&p).unwrap();
+        for inplace in [false, true] {
+            let zc = r.zero_copy_sends(&p, inplace);
+            for (k, t) in r.tbs.iter().enumerate() {
+                for pos in 0..t.steps {
+                    let send = r.step(&p, k, pos).kind == StepKind::Send;
+                    assert_eq!(zc[t.first_step + pos], send, "tb {k} step {pos}");
+                }
+            }
+        }
+        // Rank 0 sends i[0], which in place is its output o[0], which its
+        // rrc writes: zero-copy out of place only.
+        let mut p = builtin::ring(2, 1);
+        p.gpus[0].tbs[0].steps[0].srcoff = 0;
+        let r = resolve(&p).unwrap();
+        assert!(r.zero_copy_sends(&p, false)[0]);
+        assert!(!r.zero_copy_sends(&p, true)[0]);
+        // A step that rewrites the sent chunk, in any threadblock of the
+        // rank, rules it out in both modes; another rank's writes do not.
+        let mut p = builtin::ring(2, 1);
+        let sent = p.gpus[0].tbs[0].steps[0].srcoff;
+        p.gpus[0].tbs[0].steps[1].dstbuf = Buf::Input;
+        p.gpus[0].tbs[0].steps[1].dstoff = sent;
+        p.gpus[1].tbs[0].steps[1].dstbuf = Buf::Input;
+        p.gpus[1].tbs[0].steps[1].dstoff = p.gpus[1].tbs[0].steps[0].srcoff + 1;
+        let r = resolve(&p).unwrap();
+        for inplace in [false, true] {
+            let zc = r.zero_copy_sends(&p, inplace);
+            assert!(!zc[0], "inplace {inplace}");
+            assert!(zc[r.tbs[1].first_step], "inplace {inplace}");
+        }
+        // ring8's allgather first copies its input into its output, then
+        // sends from there: a step writes what each send reads, so none is
+        // zero-copy (the rule does not order writes before the send).
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let ag = crate::front::msccl_xml::load(&root.join("schedules/ring8/ag.xml")).unwrap();
+        let r = resolve(&ag).unwrap();
+        let sends = (0..r.tbs.len())
+            .flat_map(|k| (0..r.tbs[k].steps).map(move |pos| (k, pos)))
+            .filter(|&(k, pos)| r.step(&ag, k, pos).kind == StepKind::Send)
+            .count();
+        assert!(sends > 0);
+        for inplace in [false, true] {
+            assert!(!r.zero_copy_sends(&ag, inplace).contains(&true));
+        }
     }
 
     #[test]

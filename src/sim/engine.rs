@@ -17,6 +17,9 @@ struct StepInfo {
     /// (`crate::ir::msccl::reduce_continuations`): with local passes
     /// charged it reads only its own source, one pass over its bytes.
     fused: bool,
+    /// A zero-copy send (`Resolved::zero_copy_sends`): under the CPU
+    /// model with `SharedMem::zero_copy` it touches no memory.
+    zero_copy: bool,
 }
 
 struct Tb {
@@ -310,6 +313,10 @@ pub fn simulate(
         })
         .collect();
     let mut total_steps: u64 = 0;
+    let zero_copy = match opts.shared_mem {
+        Some(sm) if sm.zero_copy => res.zero_copy_sends(prog, !prog.outofplace),
+        _ => Vec::new(),
+    };
     let tbs: Vec<Tb> = res
         .tbs
         .iter()
@@ -326,6 +333,7 @@ pub fn simulate(
                         cnt: st.cnt as f64,
                         dep: res.deps[t.first_step + si].map(|(d, s)| (d, s as u64)),
                         fused: fused[si],
+                        zero_copy: zero_copy.get(t.first_step + si) == Some(&true),
                     }
                 })
                 .collect();
@@ -579,7 +587,7 @@ impl Engine<'_> {
             let n = t.steps.len() as u64;
             let (tile, si) = (t.pos / n, (t.pos % n) as usize);
             let st = &t.steps[si];
-            let (kind, cnt, dep, fused) = (st.kind, st.cnt, st.dep, st.fused);
+            let (kind, cnt, dep, fused, zc) = (st.kind, st.cnt, st.dep, st.fused, st.zero_copy);
             if let Some((d, ds)) = dep {
                 let need = tile * self.tbs[d].steps.len() as u64 + ds + 1;
                 if self.tbs[d].pos < need {
@@ -626,6 +634,7 @@ impl Engine<'_> {
                     conn.sent += 1;
                     let alpha = conn.alpha;
                     let moved = match self.opts.shared_mem {
+                        Some(sm) if zc => sm.zero_copy_cost(),
                         Some(sm) => sm.cost(kind, bytes),
                         None => bytes,
                     };

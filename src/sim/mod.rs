@@ -56,16 +56,20 @@ pub struct SimOptions {
 /// `r`, `cpy` 2 × its bytes; `rrs`, `rrc`, `rcs`, `re` 3 ×; `rrcs` 4 ×)
 /// plus `call_us` of core time per primitive call, all on one resource of
 /// `gbps` that every rank shares (the cores and their memory), max-min
-/// fairly. A route's α still delays each message. A plain `s` that an
-/// `rrc` then reduces thus costs 5 touches per byte where a ring's `rrs`
-/// costs 3, which is why the ring beats direct exchange on a CPU although
-/// both move the same bytes per rank.
+/// fairly. A route's α still delays each message. A zero-copy send
+/// (`Resolved::zero_copy_sends`: the receiver reads the sender's buffer)
+/// touches nothing; without zero-copy a plain `s` that an `rrc` then
+/// reduces costs 5 touches per byte where a ring's `rrs` costs 3.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SharedMem {
     /// GB/s of bytes touched (read or written), all ranks together.
     pub gbps: f64,
     /// Core time of one primitive call apart from its data, µs.
     pub call_us: f64,
+    /// The executor runs sends of data no step rewrites zero-copy
+    /// (`RunOptions::zero_copy`), in the aliasing mode it runs by default:
+    /// out of place when the program allows it.
+    pub zero_copy: bool,
 }
 
 impl SharedMem {
@@ -84,6 +88,11 @@ impl SharedMem {
     /// its touches plus its call's core time.
     pub fn cost(&self, kind: crate::ir::StepKind, bytes: f64) -> f64 {
         Self::touches(kind) * bytes + self.call_us * self.gbps * 1e3
+    }
+
+    /// A zero-copy send's cost: its call's core time alone.
+    pub fn zero_copy_cost(&self) -> f64 {
+        self.call_us * self.gbps * 1e3
     }
 }
 

@@ -92,6 +92,8 @@ struct Case {
     inplace: bool,
     works: u64,
     timeout_ms: u64,
+    /// `RunOptions::zero_copy` (the kernel runs in one process here).
+    zero_copy: bool,
 }
 
 /// Run `prog` through the emulated kernel; returns (status[8], wrong).
@@ -103,7 +105,12 @@ fn run<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64) {
 /// `run`, and the flag lines the kernel left (FLAG_WORDS per threadblock).
 fn run_full<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64, Vec<u64>) {
     let pl = plan::build(prog).unwrap();
-    let enc = layout::encode(&pl).unwrap();
+    let zero_copy = if c.zero_copy {
+        plan::zero_copy_sends(&pl, c.inplace)
+    } else {
+        Vec::new()
+    };
+    let enc = layout::encode(&pl, &zero_copy).unwrap();
     let n = pl.nranks;
     let esz = std::mem::size_of::<T>() as u64;
     let chunk = chunk_for(c.size, esz as usize, pl.c);
@@ -238,6 +245,7 @@ fn case(size: u64, tile_bytes: u64, inplace: bool) -> Case {
         // out of place, two launches check FIFO counters across launches.
         works: if inplace { 1 } else { 2 },
         timeout_ms: 20_000,
+        zero_copy: true,
     }
 }
 
@@ -264,6 +272,16 @@ fn emulated_kernel_runs_the_builtin_schedules() {
     // All-pairs: in place only, scratch, multi-chunk steps, nop chain, re.
     let (st, wrong) = run::<f32, Sum>(&builtin::allpairs(4), &case(8192, 256, true));
     assert_eq!((st[0], wrong), (0, 0));
+    // Every send copied into its slot (--no-zero-copy), and zero-copy
+    // sends that share FIFOs with copied ones (the ring's first send, then
+    // rrs): both ways each slot's source word must be rewritten per send.
+    for zero_copy in [false, true] {
+        let mut c = case(4096, 64, false);
+        c.zero_copy = zero_copy;
+        c.slots = 3;
+        let (st, wrong) = run::<f32, Sum>(&builtin::ring(4, 1), &c);
+        assert_eq!((st[0], wrong), (0, 0), "zero_copy {zero_copy}");
+    }
 }
 
 #[test]

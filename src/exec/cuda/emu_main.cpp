@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   std::vector<u64> fdata(nfifos + 1), fctrl(nfifos + 1);
   for (u64 i = 0; i < nfifos; i++) {
     fdata[i] = (u64)zalloc(slots * tile * esz);
-    fctrl[i] = (u64)zalloc(32 * 8);
+    fctrl[i] = (u64)zalloc(96 * 8);  // layout::FIFO_CTRL_WORDS
   }
   u64* flags = (u64*)zalloc((ntbs + 1) * 16 * 8);
   u64* status = (u64*)zalloc(8 * 8);

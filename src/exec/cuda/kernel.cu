@@ -64,7 +64,7 @@ typedef unsigned short u16;
 // Must match DevStep / DevTb / Params in mod.rs (all 32-bit or 64-bit
 // fields, no implicit padding).
 struct Step {
-  int kind;     // K_* | (publish << 8)
+  int kind;     // K_* | (publish << 8) | (zero-copy << 9)
   int src_buf;  // 0 input, 1 output, 2 scratch
   int src_off;  // chunk index
   int dst_buf;
@@ -88,7 +88,7 @@ struct Params {
   const Tb* tbs;
   const u64* bufs;       // 3 per rank: input, output, scratch base (bytes)
   const u64* fifo_data;  // per FIFO: slot memory (slots * tile elements)
-  const u64* fifo_ctrl;  // per FIFO: u64[32]: [0] head, [16] tail
+  const u64* fifo_ctrl;  // per FIFO: u64[96]: [0] head, [16] tail, [32 + slot] source of a zero-copy send
   u64* flags;            // per global threadblock: 16 u64, [0] progress key
   u64* status;           // [0] abort flag, [1..8] stall record
   u64 chunk;             // elements per chunk
@@ -409,20 +409,24 @@ extern "C" __global__ void rscc_run(Params P) {
   // recv head; they persist across launches.
   u64* send_head = 0;
   u64* send_tail = 0;
+  u64* send_ext = 0;
   u64* recv_head = 0;
   u64* recv_tail = 0;
+  const u64* recv_ext = 0;
   T* send_data = 0;
   const T* recv_data = 0;
   if (tb.send_fifo >= 0) {
     u64* c = (u64*)P.fifo_ctrl[tb.send_fifo];
     send_head = c;
     send_tail = c + 16;
+    send_ext = c + 32;
     send_data = (T*)P.fifo_data[tb.send_fifo];
   }
   if (tb.recv_fifo >= 0) {
     u64* c = (u64*)P.fifo_ctrl[tb.recv_fifo];
     recv_head = c;
     recv_tail = c + 16;
+    recv_ext = c + 32;
     recv_data = (const T*)P.fifo_data[tb.recv_fifo];
   }
   u64 my_tail = send_tail ? vload(send_tail) : 0;
@@ -438,6 +442,14 @@ extern "C" __global__ void rscc_run(Params P) {
       const Step s = P.steps[tb.first_step + pos];
       const int kind = s.kind & 0xff;
       const bool publish = (s.kind & 0x100) != 0;
+      // A zero-copy send hands over its source instead of copying it into
+      // the slot: the host marks only plain sends of data no step rewrites
+      // during the launch, and only when every rank is on this GPU.
+#ifdef RSCC_NO_ZERO_COPY
+      const bool zc = false;  // every send copied (for side-by-side timings)
+#else
+      const bool zc = (s.kind & 0x200) != 0;
+#endif
       const u64 key = (P.work * P.ntiles + tile) * P.step_stride + (u64)pos + 1;
       const u64 dep_want =
           s.dep_tb >= 0 ? (P.work * P.ntiles + tile) * P.step_stride + (u64)s.dep_step + 1 : 0;
@@ -472,11 +484,14 @@ extern "C" __global__ void rscc_run(Params P) {
           ok = spin_ge(P, send_head, my_tail + 1 > P.slots ? my_tail + 1 - P.slots : 0, &seen_head, 2, me, pos,
                        tile);
         if (!__syncthreads_and(ok)) return;
-        const T* in = rx ? recv_data + (my_head % P.slots) * P.tile : 0;
+        // The slot's data, or the sender's own buffer when it handed that
+        // over (written before the tail the receive wait observed).
+        const u64 ext = rx ? vload(&recv_ext[my_head % P.slots]) : 0;
+        const T* in = rx ? (ext ? (const T*)ext : recv_data + (my_head % P.slots) * P.tile) : 0;
         T* out = tx ? send_data + (my_tail % P.slots) * P.tile : 0;
 #ifndef RSCC_DIAG_NO_DATA
         switch (kind) {
-          case K_SEND: combine<true>(out, 0, src, 0, n); break;
+          case K_SEND: if (!zc) combine<true>(out, 0, src, 0, n); break;
           case K_RECV: combine<false>(dst, 0, in, 0, n); break;
           case K_RCS: combine<false>(dst, out, in, 0, n); break;
           case K_RRS: combine<false>(out, 0, in, src, n); break;
@@ -489,7 +504,9 @@ extern "C" __global__ void rscc_run(Params P) {
 #endif
         __syncthreads();
 #ifndef RSCC_DIAG_NO_DISCARD
-        if (rx) {
+        // (Never the sender's buffer: ext is the same word for the whole
+        // block, so the barrier inside is uniform.)
+        if (rx && !ext) {
           discard_l2(in, n * sizeof(T));
           __syncthreads();
         }
@@ -497,6 +514,7 @@ extern "C" __global__ void rscc_run(Params P) {
         if (tid == 0) {
           // Data written by the whole block is visible (to the peer GPU too)
           // before a counter or the key moves.
+          if (tx) vstore(&send_ext[my_tail % P.slots], zc ? (u64)src : 0ull);
           fence_out(P);
           if (tx) vstore(send_tail, my_tail + 1);
           if (rx) vstore(recv_head, my_head + 1);

@@ -38,6 +38,9 @@ pub struct DevTb {
 
 /// Publish bit in `DevStep::kind`.
 pub const PUBLISH: i32 = 0x100;
+/// Zero-copy bit in `DevStep::kind`: a send that hands over its source
+/// (`plan::zero_copy_sends`).
+pub const ZERO_COPY: i32 = 0x200;
 
 /// The kernel's step code (`K_*` in kernel.cu).
 pub fn kind_code(k: StepKind) -> i32 {
@@ -75,10 +78,12 @@ fn i32_of(v: usize, what: &str) -> Result<i32, ExecError> {
     i32::try_from(v).map_err(|_| ExecError::Unsupported(format!("{what} {v} exceeds 2^31")))
 }
 
-pub(crate) fn encode(plan: &Plan) -> Result<Encoded, ExecError> {
+/// `zero_copy`: per threadblock and step, the sends that hand over their
+/// source (empty: none).
+pub(crate) fn encode(plan: &Plan, zero_copy: &[Vec<bool>]) -> Result<Encoded, ExecError> {
     let mut steps = Vec::new();
     let mut tbs = Vec::with_capacity(plan.tbs.len());
-    for tb in &plan.tbs {
+    for (t, tb) in plan.tbs.iter().enumerate() {
         tbs.push(DevTb {
             rank: i32_of(tb.rank, "rank")?,
             first_step: i32_of(steps.len(), "step count")?,
@@ -87,13 +92,16 @@ pub(crate) fn encode(plan: &Plan) -> Result<Encoded, ExecError> {
             recv_fifo: tb.recv_fifo.map_or(Ok(-1), |f| i32_of(f, "fifo"))?,
             pad: [0; 3],
         });
-        for s in &tb.steps {
+        for (pos, s) in tb.steps.iter().enumerate() {
+            let zc = zero_copy.get(t).and_then(|z| z.get(pos)).copied() == Some(true);
             let (dep_tb, dep_step) = match s.dep {
                 Some((t, p)) => (i32_of(t, "tb")?, i32_of(p, "step")?),
                 None => (-1, 0),
             };
             steps.push(DevStep {
-                kind: kind_code(s.kind) | if s.publish { PUBLISH } else { 0 },
+                kind: kind_code(s.kind)
+                    | if s.publish { PUBLISH } else { 0 }
+                    | if zc { ZERO_COPY } else { 0 },
                 src_buf: buf_code(s.src.0),
                 src_off: i32_of(s.src.1, "offset")?,
                 dst_buf: buf_code(s.dst.0),
@@ -244,8 +252,9 @@ pub fn fifo_bytes(slots: u64, max_tile: u64, esize: u64) -> u64 {
 }
 
 /// Control words per FIFO (u64): head at 0, tail at 16 (separate 128-byte
-/// lines).
-pub const FIFO_CTRL_WORDS: usize = 32;
+/// lines), then from word 32 one per slot (at most 64 slots): the source
+/// address a zero-copy send handed over through that slot, or 0.
+pub const FIFO_CTRL_WORDS: usize = 32 + 64;
 /// Progress-flag words per threadblock (one 128-byte line): word 0 the
 /// progress key, words 1–12 the waits the block gave up (`LeftWait`).
 pub const FLAG_WORDS: usize = 16;
@@ -339,7 +348,7 @@ mod tests {
     fn encoding_matches_the_plan() {
         let p = builtin::ring(4, 2);
         let pl = plan::build(&p).unwrap();
-        let e = encode(&pl).unwrap();
+        let e = encode(&pl, &plan::zero_copy_sends(&pl, false)).unwrap();
         assert_eq!(e.tbs.len(), pl.tbs.len());
         let total: usize = pl.tbs.iter().map(|t| t.steps.len()).sum();
         assert_eq!(e.steps.len(), total);

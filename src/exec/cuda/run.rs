@@ -57,8 +57,15 @@ pub(super) fn run_typed<T: Raw, O: Op<T>>(
 ) -> Result<Typed, ExecError> {
     let n = plan.nranks;
     let esz = std::mem::size_of::<T>() as u64;
-    let enc = layout::encode(plan)?;
     let (devs, device_of) = open_devices(plan, mode, opts)?;
+    // Zero-copy sends need the receiver to read the sender's memory: only
+    // when every rank is on one GPU.
+    let zero_copy = if opts.zero_copy && devs.len() == 1 {
+        super::super::plan::zero_copy_sends(plan, inplace)
+    } else {
+        Vec::new()
+    };
+    let enc = layout::encode(plan, &zero_copy)?;
     let membw = if opts.membw_bytes > 0 {
         Some(measure_copy(&devs[0], opts.membw_bytes, 5)?)
     } else {
