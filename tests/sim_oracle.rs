@@ -717,11 +717,20 @@ fn simulated_times_never_beat_the_bound() {
 /// 10 · S/2 bytes through `gbps`, plus the calls; the links' 1 GB/s do
 /// not matter. The 8-rank `direct` (an `s` and an `rrc` per contribution:
 /// 7 · 5 touches per output byte) then costs 35/23 of the ring (an `s`,
-/// six `rrs` and an `rrc`: 2 + 7 · 3).
+/// six `rrs` and an `rrc`: 2 + 7 · 3) with every send copied, and ties
+/// it when sends are zero-copy (21 touches each).
 #[test]
 fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
     use rscc::compile::{compile, CompileOptions};
     use rscc::sim::SharedMem;
+    let cpu = |gbps: f64, call_us: f64, zero_copy: bool| SimOptions {
+        shared_mem: Some(SharedMem {
+            gbps,
+            call_us,
+            zero_copy,
+        }),
+        ..SimOptions::default()
+    };
     let load = |n: usize| {
         let p =
             std::env::temp_dir().join(format!("rscc-cpu-model-{}-{n}.json", std::process::id()));
@@ -743,14 +752,7 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
         assert!(out.status.success());
         rscc::front::load_topology(&p).unwrap()
     };
-    let so = SimOptions {
-        shared_mem: Some(SharedMem {
-            gbps: 10.0,
-            call_us: 0.0,
-            zero_copy: false,
-        }),
-        ..SimOptions::default()
-    };
+    let so = cpu(10.0, 0.0, false);
     let t2 = load(2);
     let s: u64 = 64 << 20;
     let ring = rscc::exec::builtin::ring(2, 1);
@@ -762,14 +764,7 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
         r.time_us
     );
     // Calls cost their time on the same resource.
-    let so_calls = SimOptions {
-        shared_mem: Some(SharedMem {
-            gbps: 10.0,
-            call_us: 1.0,
-            zero_copy: false,
-        }),
-        ..SimOptions::default()
-    };
+    let so_calls = cpu(10.0, 1.0, false);
     let small = sim::simulate(&ring, &t2, 8, &so_calls).unwrap();
     assert!(
         small.time_us >= 2.0 && small.time_us < 5.0,
@@ -787,28 +782,19 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
         prog(rscc::synth::Algo::Ring),
         prog(rscc::synth::Algo::Direct),
     );
-    let tr = sim::simulate(&ring8, &t8, 256 << 20, &so).unwrap().time_us;
-    let td = sim::simulate(&direct8, &t8, 256 << 20, &so)
-        .unwrap()
-        .time_us;
+    // (ring, direct) at 256 MiB per rank under `o`.
+    let both = |o: &SimOptions| {
+        let t = |p| sim::simulate(p, &t8, 256 << 20, o).unwrap().time_us;
+        (t(&ring8), t(&direct8))
+    };
+    let (tr, td) = both(&so);
     assert!(
         (td / tr - 35.0 / 23.0).abs() < 0.03,
         "direct {td} ring {tr}"
     );
     // With zero-copy sends (the executor's default) direct's sends and the
     // ring's first send touch nothing: 21 touches per byte each.
-    let zc = SimOptions {
-        shared_mem: Some(SharedMem {
-            gbps: 10.0,
-            call_us: 0.0,
-            zero_copy: true,
-        }),
-        ..SimOptions::default()
-    };
-    let tr_zc = sim::simulate(&ring8, &t8, 256 << 20, &zc).unwrap().time_us;
-    let td_zc = sim::simulate(&direct8, &t8, 256 << 20, &zc)
-        .unwrap()
-        .time_us;
+    let (tr_zc, td_zc) = both(&cpu(10.0, 0.0, true));
     assert!(
         (tr_zc / tr - 21.0 / 23.0).abs() < 0.03,
         "ring {tr_zc} vs {tr}"
@@ -819,20 +805,10 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
     );
     // Under the GPU model the same full mesh favours direct (N - 1 links).
     let g = SimOptions::default();
-    let (gr, gd) = (
-        sim::simulate(&ring8, &t8, 256 << 20, &g).unwrap().time_us,
-        sim::simulate(&direct8, &t8, 256 << 20, &g).unwrap().time_us,
-    );
+    let (gr, gd) = both(&g);
     assert!(gd < gr / 3.0, "GPU model: direct {gd} ring {gr}");
     // Bad figures are refused.
-    let bad = SimOptions {
-        shared_mem: Some(SharedMem {
-            gbps: 0.0,
-            call_us: 0.0,
-            zero_copy: false,
-        }),
-        ..SimOptions::default()
-    };
+    let bad = cpu(0.0, 0.0, false);
     assert!(matches!(
         sim::simulate(&ring, &t2, s, &bad),
         Err(SimError::BadOptions(_))
