@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Zero-copy sends on the CPU executor, side by side in one run: the ring and
-# the direct (all-to-all) reduce-scatter that `rscc synth` writes for the
-# N-rank cpu-shm topology, each with zero-copy sends (the default) and with
+# the direct (all-to-all) reduce-scatter that `rscc synth --chunks 1`
+# writes for the N-rank cpu-shm topology (one chunk per shard, as `rscc run
+# --topo` synthesizes for the CPU), each with zero-copy sends (the default) and with
 # --no-zero-copy, float32 sum, --check. Prints one row per N and size with
 # each time, the speed-ups, and %roof = (N+1)·S / t / B (B: the memory
 # bandwidth each run measures first); writes the table as JSON.
@@ -24,7 +25,8 @@ iters_for() { # size -> "iters warmup"
 for n in $RANKS; do
     "$RSCC" topo generate cpu-shm --gpus "$n" -o "$TMP/shm$n.json" >/dev/null
     for a in ring direct; do
-        "$RSCC" synth --topo "$TMP/shm$n.json" --op reduce-scatter --algo "$a" -o "$TMP/$a$n.xml" >/dev/null
+        "$RSCC" synth --topo "$TMP/shm$n.json" --op reduce-scatter --algo "$a" --chunks 1 \
+            -o "$TMP/$a$n.xml" >/dev/null
     done
     for s in $SIZES; do
         read -r it wu < <(iters_for "$s")
