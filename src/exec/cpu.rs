@@ -19,7 +19,7 @@
 //!   w (NCCL's per-rank stream order); ranks are not synchronised.
 
 use super::elem::{reduce2, reduce3, reduce_self, Elem, Op};
-use super::plan::Plan;
+use super::plan::{Plan, ZeroCopy};
 use super::{ExecError, StallReport, TbWait};
 use crate::ir::spec::Alias;
 use crate::ir::{Buf, StepKind};
@@ -50,8 +50,8 @@ pub(crate) struct Geometry {
     pub workers: usize,
     /// `RunOptions::inject_fault`.
     pub fault: Option<usize>,
-    /// Sends of data no step rewrites hand the receiver their source
-    /// instead of a copy (`plan::zero_copy_sends`).
+    /// Sends hand the receiver where their data lies instead of a copy
+    /// where `plan::zero_copy_sends` allows it.
     pub zero_copy: bool,
 }
 
@@ -121,6 +121,7 @@ const W_DEP: u64 = 3;
 const W_GATE: u64 = 4;
 const W_IDLE: u64 = 5;
 const W_DONE: u64 = 6;
+const W_DRAIN: u64 = 7;
 
 /// A worker spins over its threadblocks this long without progress before
 /// it parks.
@@ -162,8 +163,13 @@ struct Shared<'a, T> {
     phase_done: AtomicU64,
     base: Instant,
     step_stride: u64,
-    /// Per threadblock and step: a zero-copy send (`plan::zero_copy_sends`).
+    /// Per threadblock and step: its send is zero-copy
+    /// (`plan::zero_copy_sends`).
     zero_copy: Vec<Vec<bool>>,
+    /// Per threadblock: it hands over data that its rank's next work
+    /// rewrites (`ZeroCopy::Ordered`), so it ends a work only when its
+    /// receiver has taken every message.
+    drain: Vec<bool>,
 }
 
 // SAFETY: the raw buffer pointers and FIFO slots are shared between threads
@@ -189,6 +195,9 @@ struct Cursor {
     g: usize,
     /// This work passed its stream-order gate.
     gated: bool,
+    /// Every step of this work is done; it waits for its receiver to
+    /// take what it handed over (`Shared::drain`).
+    draining: bool,
     finished: bool,
     /// The wait last written to `TbState` (stores only on a change).
     shown: (u64, u64),
@@ -296,7 +305,7 @@ impl<T: Elem> Shared<'_, T> {
                 }
                 c.gated = true;
             }
-            if let Some(step) = tb.steps.get(c.pos) {
+            if let Some(step) = tb.steps.get(c.pos).filter(|_| !c.draining) {
                 let where_ =
                     (c.work << 40) | ((c.tile as u64 & 0xff_ffff) << 16) | (c.pos as u64 & 0xffff);
                 if c.g == 0 {
@@ -356,7 +365,18 @@ impl<T: Elem> Shared<'_, T> {
                 }
                 c.tile = 0;
             }
-            // The work is done on every tile.
+            // Every step is done on every tile. Data handed over zero-copy
+            // that the rank's next work rewrites must be taken first.
+            c.draining = true;
+            if self.drain[c.tb] {
+                if let Some(f) = tb.send_fifo.and_then(|f| self.fifos.get(f)) {
+                    if f.head.0.load(Ordering::Acquire) < f.tail.0.load(Ordering::Relaxed) {
+                        self.blocked(c, W_DRAIN, c.work << 40);
+                        return (progressed, false);
+                    }
+                }
+            }
+            c.draining = false;
             let rd = &self.rank_done[r].0;
             if rd.fetch_add(1, Ordering::AcqRel) + 1 == (c.work + 1) * ntbs_rank {
                 for &t in &self.plan.rank_tbs[r] {
@@ -444,7 +464,7 @@ impl<T: Elem> Shared<'_, T> {
     /// it waits for (W_RECV before W_SEND). A receive-then-send step thus
     /// leaves its incoming slot full while the outgoing one is not free,
     /// as the GPU primitive holds it. A zero-copy send (`zc`) hands over
-    /// `src` itself.
+    /// where its data lies: an `s` its `src`, an `rcs`/`rrcs` its `dst`.
     #[allow(clippy::too_many_arguments)]
     fn try_step<O: Op<T>>(
         &self,
@@ -482,9 +502,17 @@ impl<T: Elem> Shared<'_, T> {
         unsafe {
             let i = inp.as_ref().map_or(std::ptr::null_mut(), |r| r.ptr);
             let o = out.as_ref().map_or(std::ptr::null_mut(), |r| r.ptr);
-            match kind {
+            // A zero-copy send writes no slot: an `s` moves nothing, an
+            // `rcs` is a receive, an `rrcs` an `rrc` (the receiver reads
+            // their destination).
+            let op = match (zc, kind) {
+                (true, StepKind::Send) => StepKind::Nop,
+                (true, StepKind::RecvCopySend) => StepKind::Recv,
+                (true, StepKind::RecvReduceCopySend) => StepKind::RecvReduceCopy,
+                (_, k) => k,
+            };
+            match op {
                 StepKind::Nop => {}
-                StepKind::Send if zc => {}
                 StepKind::Send => std::ptr::copy_nonoverlapping(src, o, m),
                 StepKind::Recv => std::ptr::copy_nonoverlapping(i, dst, m),
                 StepKind::RecvCopySend => {
@@ -542,10 +570,10 @@ impl<T: Elem> Shared<'_, T> {
             }
         }
         if let Some(o) = out {
-            let ext = if zc {
-                src as *const T
-            } else {
-                std::ptr::null()
+            let ext = match (zc, kind) {
+                (false, _) => std::ptr::null(),
+                (true, StepKind::Send) => src as *const T,
+                (true, _) => dst as *const T,
             };
             self.send_done(c, o, m, ext);
         }
@@ -620,6 +648,7 @@ impl<T: Elem> Shared<'_, T> {
                 pos: 0,
                 g: 0,
                 gated: false,
+                draining: false,
                 finished: false,
                 shown: (W_IDLE, 0),
             })
@@ -835,6 +864,14 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
     for (&t, &w) in order.iter().zip(&cut) {
         owner[t] = w;
     }
+    let zc = if geo.zero_copy {
+        super::plan::zero_copy_sends(plan, geo.inplace)
+    } else {
+        plan.tbs
+            .iter()
+            .map(|t| vec![ZeroCopy::No; t.steps.len()])
+            .collect()
+    };
     let shared = Shared::<T> {
         plan,
         geo,
@@ -863,14 +900,11 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         phase_done: AtomicU64::new(0),
         base: Instant::now(),
         step_stride: plan.max_steps as u64 + 1,
-        zero_copy: if geo.zero_copy {
-            super::plan::zero_copy_sends(plan, geo.inplace)
-        } else {
-            plan.tbs
-                .iter()
-                .map(|t| vec![false; t.steps.len()])
-                .collect()
-        },
+        zero_copy: zc
+            .iter()
+            .map(|t| t.iter().map(|&z| z != ZeroCopy::No).collect())
+            .collect(),
+        drain: zc.iter().map(|t| t.contains(&ZeroCopy::Ordered)).collect(),
     };
     let mine: Vec<Vec<usize>> = (0..nworkers)
         .map(|w| (0..ntbs).filter(|&t| shared.owner[t] == w).collect())
@@ -1032,6 +1066,11 @@ impl<T: Elem> Shared<'_, T> {
                     )
                 }
                 W_GATE => "the rank's other threadblocks to finish the previous work".to_string(),
+                W_DRAIN => format!(
+                    "rank {} to take the data it handed over zero-copy on chan {}",
+                    tb.send_peer.map_or(-1, |p| p as i64),
+                    tb.chan
+                ),
                 _ => "running".to_string(),
             };
             waits.push(TbWait {

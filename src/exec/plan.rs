@@ -6,6 +6,7 @@
 //! any input.
 
 use super::ExecError;
+pub(crate) use crate::ir::resolve::ZeroCopy;
 use crate::ir::resolve::{resolve, Resolved};
 use crate::ir::{Buf, Collective, Program, StepKind};
 
@@ -19,9 +20,9 @@ pub(crate) struct StepPlan {
     pub dep: Option<(usize, usize)>,
     /// Publish progress after this step (`hasdep="1"`, not on a `nop`).
     pub publish: bool,
-    /// A zero-copy send out of place and in place
-    /// (`Resolved::zero_copy_sends`).
-    pub zero_copy: [bool; 2],
+    /// How its send's data reaches the receiver, out of place and in
+    /// place (`Resolved::zero_copy_sends`).
+    pub zero_copy: [ZeroCopy; 2],
 }
 
 #[derive(Debug, Clone)]
@@ -79,10 +80,9 @@ impl Plan {
     }
 }
 
-/// Per threadblock and step, the sends that hand the receiver their
-/// source instead of a copy in a FIFO slot ("zero-copy",
-/// `Resolved::zero_copy_sends`) in the aliasing mode `inplace`.
-pub(crate) fn zero_copy_sends(plan: &Plan, inplace: bool) -> Vec<Vec<bool>> {
+/// Per threadblock and step, how its send's data reaches the receiver
+/// (`Resolved::zero_copy_sends`) in the aliasing mode `inplace`.
+pub(crate) fn zero_copy_sends(plan: &Plan, inplace: bool) -> Vec<Vec<ZeroCopy>> {
     plan.tbs
         .iter()
         .map(|t| {

@@ -79,6 +79,18 @@ pub struct TbRef {
     pub steps: usize,
 }
 
+/// How a send's data may reach its receiver ([`Resolved::zero_copy_sends`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZeroCopy {
+    /// Copied into the FIFO slot, as MSCCL does.
+    No,
+    /// Read where it lies; nothing writes it during the run.
+    Stable,
+    /// Read where it lies; every write to it happens before the send, so
+    /// it holds until the sender's rank starts its next iteration.
+    Ordered,
+}
+
 /// One connection: a channel from one rank to another.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conn {
@@ -109,20 +121,30 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    /// Per global step id: a send the executors run zero-copy, handing the
-    /// receiver its source instead of a copy in a FIFO slot, in the
-    /// aliasing mode `inplace`. That is a plain `s` whose source range no
-    /// step of its rank writes (through the in-place aliasing of `i` and
-    /// `o` too): such data is the same from the start of a run to its
-    /// end, so a receiver that reads it after the sender moved on reads
-    /// what a copy would hold. Chunk granularity (every tile and merged
-    /// call of a chunk lies inside it); steps with out-of-range fields are
-    /// never zero-copy.
-    pub fn zero_copy_sends(&self, p: &Program, inplace: bool) -> Vec<bool> {
+    /// Per global step id: whether the executors may run its send
+    /// zero-copy, handing the receiver the data where it lies on the
+    /// sender instead of a copy in a FIFO slot, in the aliasing mode
+    /// `inplace` (docs/executor.md "Zero-copy sends"). The data a step
+    /// sends lies in a buffer for a plain `s` (its source) and for `rcs`
+    /// and `rrcs` (their destination, which they write before sending);
+    /// such a send is
+    /// - [`ZeroCopy::Stable`]: an `s` whose source no step of its rank
+    ///   writes (through the in-place aliasing of `i` and `o` too): the
+    ///   same from the start of a run to its end;
+    /// - [`ZeroCopy::Ordered`]: every other step of its rank that writes
+    ///   the range happens before the send in that rank's program order
+    ///   and dependencies (`depid`/`deps`), tile by tile: the range holds
+    ///   the sent data from the send until the rank's next iteration
+    ///   writes it again;
+    /// - [`ZeroCopy::No`] otherwise, for every other step, and for steps
+    ///   with out-of-range fields. Chunk granularity: every tile and
+    ///   merged call of a chunk lies inside it, and tiles of a chunk are
+    ///   disjoint.
+    pub fn zero_copy_sends(&self, p: &Program, inplace: bool) -> Vec<ZeroCopy> {
         use super::spec::Alias;
         use super::Buf;
         let nsteps: usize = self.tbs.iter().map(|t| t.steps).sum();
-        let mut zc = vec![false; nsteps];
+        let mut zc = vec![ZeroCopy::No; nsteps];
         if p.ngpus < 1 || p.nchunksperloop < 1 {
             return zc;
         }
@@ -143,27 +165,85 @@ impl Resolved {
                 (Buf::Output, true, Alias::Same) => (0, off),
             }
         };
-        let mut written: Vec<Vec<(u8, i64, i64)>> = vec![Vec::new(); self.ranks];
+        // Per rank, every write: (space, first, end, global step id).
+        let mut written: Vec<Vec<(u8, i64, i64, usize)>> = vec![Vec::new(); self.ranks];
+        // Per global step id, its threadblock (for program order).
+        let mut tb_of = vec![0usize; nsteps];
         for (k, t) in self.tbs.iter().enumerate() {
             for pos in 0..t.steps {
+                tb_of[t.first_step + pos] = k;
                 let s = self.step(p, k, pos);
                 if s.kind.writes_dst() {
                     let (sp, a) = place(t.rank, s.dstbuf, s.dstoff);
-                    written[t.rank].push((sp, a, a.saturating_add(s.cnt.max(1))));
+                    let e = a.saturating_add(s.cnt.max(1));
+                    written[t.rank].push((sp, a, e, t.first_step + pos));
                 }
             }
         }
+        // Happens-before inside a rank: a backward walk over program order
+        // and dependencies from the send, marking with a per-walk stamp.
+        // The walks share a budget of visits (a few per step); sends past
+        // it stay copied, so the analysis stays linear on huge programs.
+        let mut budget = 8 * nsteps + 1_000_000;
+        let mut seen = vec![0u32; nsteps];
+        let mut stamp = 0u32;
+        let mut stack = Vec::new();
         for (k, t) in self.tbs.iter().enumerate() {
             for pos in 0..t.steps {
                 let s = self.step(p, k, pos);
-                if s.kind != StepKind::Send || s.cnt < 1 || s.srcoff < 0 {
+                let (b, off) = match s.kind {
+                    StepKind::Send => (s.srcbuf, s.srcoff),
+                    StepKind::RecvCopySend | StepKind::RecvReduceCopySend => (s.dstbuf, s.dstoff),
+                    _ => continue,
+                };
+                if s.cnt < 1 || off < 0 {
                     continue;
                 }
-                let (sp, a) = place(t.rank, s.srcbuf, s.srcoff);
+                let me = t.first_step + pos;
+                let (sp, a) = place(t.rank, b, off);
                 let e = a.saturating_add(s.cnt);
-                zc[t.first_step + pos] = !written[t.rank]
+                let others: Vec<usize> = written[t.rank]
                     .iter()
-                    .any(|&(wsp, wa, we)| wsp == sp && wa < e && a < we);
+                    .filter(|&&(wsp, wa, we, g)| wsp == sp && wa < e && a < we && g != me)
+                    .map(|w| w.3)
+                    .collect();
+                if others.is_empty() {
+                    zc[me] = if s.kind == StepKind::Send {
+                        ZeroCopy::Stable
+                    } else {
+                        ZeroCopy::Ordered
+                    };
+                    continue;
+                }
+                stamp += 1;
+                stack.clear();
+                stack.push(me);
+                seen[me] = stamp;
+                let mut walked = true;
+                while let Some(g) = stack.pop() {
+                    if budget == 0 {
+                        walked = false;
+                        break;
+                    }
+                    budget -= 1;
+                    let tb = &self.tbs[tb_of[g]];
+                    let mut preds = [
+                        None,
+                        self.deps[g].map(|(d, ds)| self.tbs[d].first_step + ds),
+                    ];
+                    if g > tb.first_step {
+                        preds[0] = Some(g - 1);
+                    }
+                    for q in preds.into_iter().flatten() {
+                        if q < nsteps && seen[q] != stamp {
+                            seen[q] = stamp;
+                            stack.push(q);
+                        }
+                    }
+                }
+                if walked && others.iter().all(|&g| seen[g] == stamp) {
+                    zc[me] = ZeroCopy::Ordered;
+                }
             }
         }
         zc
@@ -446,9 +526,11 @@ mod tests {
     }
 
     #[test]
-    fn zero_copy_sends_are_plain_sends_of_data_nothing_rewrites() {
+    fn zero_copy_sends_hand_over_data_no_later_step_rewrites() {
+        use ZeroCopy::*;
         // Ring reduce-scatter: each rank's first step sends an input chunk
-        // that no step writes (rrc writes the output), in either mode.
+        // that no step writes (rrc writes the output), in either mode; its
+        // rrs forwards a sum that lies in no buffer.
         let p = builtin::ring(4, 1);
         let r = resolve(&p).unwrap();
         for inplace in [false, true] {
@@ -456,19 +538,20 @@ mod tests {
             for (k, t) in r.tbs.iter().enumerate() {
                 for pos in 0..t.steps {
                     let send = r.step(&p, k, pos).kind == StepKind::Send;
-                    assert_eq!(zc[t.first_step + pos], send, "tb {k} step {pos}");
+                    let want = if send { Stable } else { No };
+                    assert_eq!(zc[t.first_step + pos], want, "tb {k} step {pos}");
                 }
             }
         }
         // Rank 0 sends i[0], which in place is its output o[0], which its
-        // rrc writes: zero-copy out of place only.
+        // rrc writes after the send: zero-copy out of place only.
         let mut p = builtin::ring(2, 1);
         p.gpus[0].tbs[0].steps[0].srcoff = 0;
         let r = resolve(&p).unwrap();
-        assert!(r.zero_copy_sends(&p, false)[0]);
-        assert!(!r.zero_copy_sends(&p, true)[0]);
-        // A step that rewrites the sent chunk, in any threadblock of the
-        // rank, rules it out in both modes; another rank's writes do not.
+        assert_eq!(r.zero_copy_sends(&p, false)[0], Stable);
+        assert_eq!(r.zero_copy_sends(&p, true)[0], No);
+        // A write to the sent chunk that the send does not wait for rules
+        // it out in both modes; another rank's writes do not.
         let mut p = builtin::ring(2, 1);
         let sent = p.gpus[0].tbs[0].steps[0].srcoff;
         p.gpus[0].tbs[0].steps[1].dstbuf = Buf::Input;
@@ -478,23 +561,42 @@ mod tests {
         let r = resolve(&p).unwrap();
         for inplace in [false, true] {
             let zc = r.zero_copy_sends(&p, inplace);
-            assert!(!zc[0], "inplace {inplace}");
-            assert!(zc[r.tbs[1].first_step], "inplace {inplace}");
+            assert_eq!(zc[0], No, "inplace {inplace}");
+            assert_eq!(zc[r.tbs[1].first_step], Stable, "inplace {inplace}");
         }
-        // ring8's allgather first copies its input into its output, then
-        // sends from there: a step writes what each send reads, so none is
-        // zero-copy (the rule does not order writes before the send).
+        // ring8's allgather copies its input into its output, then sends
+        // from there after a dependency on that copy, and forwards with
+        // rcs into chunks only the rcs writes: all ordered.
         let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let ag = crate::front::msccl_xml::load(&root.join("schedules/ring8/ag.xml")).unwrap();
+        let mut ag = crate::front::msccl_xml::load(&root.join("schedules/ring8/ag.xml")).unwrap();
         let r = resolve(&ag).unwrap();
-        let sends = (0..r.tbs.len())
-            .flat_map(|k| (0..r.tbs[k].steps).map(move |pos| (k, pos)))
-            .filter(|&(k, pos)| r.step(&ag, k, pos).kind == StepKind::Send)
-            .count();
-        assert!(sends > 0);
         for inplace in [false, true] {
-            assert!(!r.zero_copy_sends(&ag, inplace).contains(&true));
+            let zc = r.zero_copy_sends(&ag, inplace);
+            for (k, t) in r.tbs.iter().enumerate() {
+                for pos in 0..t.steps {
+                    let kind = r.step(&ag, k, pos).kind;
+                    let want = if kind.sends() { Ordered } else { No };
+                    assert_eq!(zc[t.first_step + pos], want, "{kind} tb {k} step {pos}");
+                }
+            }
         }
+        // Without the dependency the copy may come after the send.
+        let (g, tb) = (0, 1);
+        assert_eq!(ag.gpus[g].tbs[tb].steps[0].kind, StepKind::Send);
+        ag.gpus[g].tbs[tb].steps[0].depid = -1;
+        ag.gpus[g].tbs[tb].steps[0].deps = -1;
+        let r = resolve(&ag).unwrap();
+        let first = r
+            .tbs
+            .iter()
+            .position(|t| t.gpu == g && t.local == tb)
+            .unwrap();
+        assert_eq!(r.zero_copy_sends(&ag, false)[r.tbs[first].first_step], No);
+        // Its second send still waits for its own copy.
+        assert_eq!(
+            r.zero_copy_sends(&ag, false)[r.tbs[first].first_step + 1],
+            Ordered
+        );
     }
 
     #[test]

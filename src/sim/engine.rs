@@ -18,7 +18,7 @@ struct StepInfo {
     /// charged it reads only its own source, one pass over its bytes.
     fused: bool,
     /// A zero-copy send (`Resolved::zero_copy_sends`): under the CPU
-    /// model with `SharedMem::zero_copy` it touches no memory.
+    /// model with `SharedMem::zero_copy` it writes no slot.
     zero_copy: bool,
 }
 
@@ -333,7 +333,9 @@ pub fn simulate(
                         cnt: st.cnt as f64,
                         dep: res.deps[t.first_step + si].map(|(d, s)| (d, s as u64)),
                         fused: fused[si],
-                        zero_copy: zero_copy.get(t.first_step + si) == Some(&true),
+                        zero_copy: zero_copy
+                            .get(t.first_step + si)
+                            .is_some_and(|&z| z != crate::ir::resolve::ZeroCopy::No),
                     }
                 })
                 .collect();
@@ -634,7 +636,7 @@ impl Engine<'_> {
                     conn.sent += 1;
                     let alpha = conn.alpha;
                     let moved = match self.opts.shared_mem {
-                        Some(sm) if zc => sm.zero_copy_cost(),
+                        Some(sm) if zc => sm.zero_copy_cost(kind, bytes),
                         Some(sm) => sm.cost(kind, bytes),
                         None => bytes,
                     };

@@ -58,8 +58,9 @@ pub struct SimOptions {
 /// `gbps` that every rank shares (the cores and their memory), max-min
 /// fairly. A route's α still delays each message. A zero-copy send
 /// (`Resolved::zero_copy_sends`: the receiver reads the sender's buffer)
-/// touches nothing; without zero-copy a plain `s` that an `rrc` then
-/// reduces costs 5 touches per byte where a ring's `rrs` costs 3.
+/// writes no slot: an `s` touches nothing, an `rcs` 2 × its bytes, an
+/// `rrcs` 3 ×; without zero-copy a plain `s` that an `rrc` then reduces
+/// costs 5 touches per byte where a ring's `rrs` costs 3.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SharedMem {
     /// GB/s of bytes touched (read or written), all ranks together.
@@ -90,9 +91,21 @@ impl SharedMem {
         Self::touches(kind) * bytes + self.call_us * self.gbps * 1e3
     }
 
-    /// A zero-copy send's cost: its call's core time alone.
-    pub fn zero_copy_cost(&self) -> f64 {
-        self.call_us * self.gbps * 1e3
+    /// Bytes touched per byte moved by a zero-copy send of `kind`: its
+    /// own copy into the slot is gone.
+    pub fn touches_zero_copy(kind: crate::ir::StepKind) -> f64 {
+        use crate::ir::StepKind::*;
+        match kind {
+            Send => 0.0,
+            RecvCopySend => 2.0,
+            RecvReduceCopySend => 3.0,
+            k => Self::touches(k),
+        }
+    }
+
+    /// `cost` of a zero-copy send.
+    pub fn zero_copy_cost(&self, kind: crate::ir::StepKind, bytes: f64) -> f64 {
+        Self::touches_zero_copy(kind) * bytes + self.call_us * self.gbps * 1e3
     }
 }
 

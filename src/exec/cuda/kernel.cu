@@ -442,9 +442,11 @@ extern "C" __global__ void rscc_run(Params P) {
       const Step s = P.steps[tb.first_step + pos];
       const int kind = s.kind & 0xff;
       const bool publish = (s.kind & 0x100) != 0;
-      // A zero-copy send hands over its source instead of copying it into
-      // the slot: the host marks only plain sends of data no step rewrites
-      // during the launch, and only when every rank is on this GPU.
+      // A zero-copy send hands over where its data lies instead of copying
+      // it into the slot (an `s` its source, an `rcs`/`rrcs` its
+      // destination): the host marks only sends whose data no later step
+      // of the launch rewrites (plan::zero_copy_sends), and only when
+      // every rank is on this GPU.
 #ifdef RSCC_NO_ZERO_COPY
       const bool zc = false;  // every send copied (for side-by-side timings)
 #else
@@ -493,9 +495,12 @@ extern "C" __global__ void rscc_run(Params P) {
         switch (kind) {
           case K_SEND: if (!zc) combine<true>(out, 0, src, 0, n); break;
           case K_RECV: combine<false>(dst, 0, in, 0, n); break;
-          case K_RCS: combine<false>(dst, out, in, 0, n); break;
+          case K_RCS: combine<false>(dst, zc ? 0 : out, in, 0, n); break;
           case K_RRS: combine<false>(out, 0, in, src, n); break;
-          case K_RRCS: combine<false>(out, dst, in, src, n); break;
+          case K_RRCS:
+            if (zc) combine<false>(dst, 0, in, src, n);
+            else combine<false>(out, dst, in, src, n);
+            break;
           case K_RRC: combine<false>(dst, 0, in, src, n); break;
           case K_CPY: if (src != dst) combine<true>(dst, 0, src, 0, n); break;
           case K_RE: combine<true>(dst, 0, dst, src, n); break;
@@ -514,7 +519,7 @@ extern "C" __global__ void rscc_run(Params P) {
         if (tid == 0) {
           // Data written by the whole block is visible (to the peer GPU too)
           // before a counter or the key moves.
-          if (tx) vstore(&send_ext[my_tail % P.slots], zc ? (u64)src : 0ull);
+          if (tx) vstore(&send_ext[my_tail % P.slots], !zc ? 0ull : kind == K_SEND ? (u64)src : (u64)dst);
           fence_out(P);
           if (tx) vstore(send_tail, my_tail + 1);
           if (rx) vstore(recv_head, my_head + 1);

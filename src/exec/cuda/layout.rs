@@ -38,8 +38,9 @@ pub struct DevTb {
 
 /// Publish bit in `DevStep::kind`.
 pub const PUBLISH: i32 = 0x100;
-/// Zero-copy bit in `DevStep::kind`: a send that hands over its source
-/// (`plan::zero_copy_sends`).
+/// Zero-copy bit in `DevStep::kind`: a send that hands over where its data
+/// lies (`plan::zero_copy_sends`): an `s` its source, an `rcs`/`rrcs` its
+/// destination.
 pub const ZERO_COPY: i32 = 0x200;
 
 /// The kernel's step code (`K_*` in kernel.cu).
@@ -78,9 +79,12 @@ fn i32_of(v: usize, what: &str) -> Result<i32, ExecError> {
     i32::try_from(v).map_err(|_| ExecError::Unsupported(format!("{what} {v} exceeds 2^31")))
 }
 
-/// `zero_copy`: per threadblock and step, the sends that hand over their
-/// source (empty: none).
-pub(crate) fn encode(plan: &Plan, zero_copy: &[Vec<bool>]) -> Result<Encoded, ExecError> {
+/// `zero_copy`: per threadblock and step, how its send's data reaches the
+/// receiver (empty: every send copied).
+pub(crate) fn encode(
+    plan: &Plan,
+    zero_copy: &[Vec<crate::exec::plan::ZeroCopy>],
+) -> Result<Encoded, ExecError> {
     let mut steps = Vec::new();
     let mut tbs = Vec::with_capacity(plan.tbs.len());
     for (t, tb) in plan.tbs.iter().enumerate() {
@@ -93,7 +97,10 @@ pub(crate) fn encode(plan: &Plan, zero_copy: &[Vec<bool>]) -> Result<Encoded, Ex
             pad: [0; 3],
         });
         for (pos, s) in tb.steps.iter().enumerate() {
-            let zc = zero_copy.get(t).and_then(|z| z.get(pos)).copied() == Some(true);
+            let zc = zero_copy
+                .get(t)
+                .and_then(|z| z.get(pos))
+                .is_some_and(|&z| z != crate::exec::plan::ZeroCopy::No);
             let (dep_tb, dep_step) = match s.dep {
                 Some((t, p)) => (i32_of(t, "tb")?, i32_of(p, "step")?),
                 None => (-1, 0),
