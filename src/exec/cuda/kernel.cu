@@ -88,7 +88,7 @@ struct Params {
   const Tb* tbs;
   const u64* bufs;       // 3 per rank: input, output, scratch base (bytes)
   const u64* fifo_data;  // per FIFO: slot memory (slots * tile elements)
-  const u64* fifo_ctrl;  // per FIFO: u64[96]: [0] head, [16] tail, [32 + slot] source of a zero-copy send
+  const u64* fifo_ctrl;  // per FIFO: u64[96]: [0] head, [16] tail, [32 + slot] where a zero-copy send's data lies
   u64* flags;            // per global threadblock: 16 u64, [0] progress key
   u64* status;           // [0] abort flag, [1..8] stall record
   u64 chunk;             // elements per chunk

@@ -259,8 +259,8 @@ pub fn fifo_bytes(slots: u64, max_tile: u64, esize: u64) -> u64 {
 }
 
 /// Control words per FIFO (u64): head at 0, tail at 16 (separate 128-byte
-/// lines), then from word 32 one per slot (at most 64 slots): the source
-/// address a zero-copy send handed over through that slot, or 0.
+/// lines), then from word 32 one per slot (at most 64 slots): the address
+/// of the data a zero-copy send handed over through that slot, or 0.
 pub const FIFO_CTRL_WORDS: usize = 32 + 64;
 /// Progress-flag words per threadblock (one 128-byte line): word 0 the
 /// progress key, words 1–12 the waits the block gave up (`LeftWait`).
