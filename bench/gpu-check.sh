@@ -12,7 +12,8 @@
 #      ngpus is N, plus the built-in ring and all-pairs for that N;
 #   4. performance: f32 sum, 64 KiB / 16 MiB per rank (and 1 GiB for the
 #      rings, with a channels x tile sweep for 8 ranks, and the dgx-h100 /
-#      dgx-h100x2 schedules), busbw and the
+#      dgx-h100x2 schedules; dgx-h100 rs/ag and ring8 ag once more with
+#      --no-zero-copy), busbw and the
 #      fraction of the memory-traffic roofline (N+1)*S/t over the device copy
 #      bandwidth measured in the same run (`rscc run` measures it first);
 #   5. prints one line per correctness run and one table row per
@@ -121,6 +122,12 @@ for n in 2 8 16; do
       *) sz=64K,16M ;;
     esac
     run "perf-$(sched_name "$f")" "$f" --sizes $sz --iters 5 --warmup 2
+    # Zero-copy sends against every send copied, side by side, where they
+    # apply most (direct reduce-scatter, allgather forwards).
+    case "$f" in
+      */dgx-h100/rs.xml|*/dgx-h100/ag.xml|*/ring8/ag.xml)
+        run "perf-$(sched_name "$f")-copied" "$f" --sizes $sz --iters 5 --warmup 2 --no-zero-copy ;;
+    esac
   done
 done
 
