@@ -608,3 +608,55 @@ fn run_with_topo_picks_for_the_cpu_executor() {
     ]);
     assert_eq!(code, 0, "{err}");
 }
+
+/// A threadblock that handed over data zero-copy which its rank's next
+/// work rewrites (ring8's allgather sends from the output after copying
+/// the input there) ends its work only when the receiver has taken it;
+/// when the receiver never does, the watchdog names that wait. Copying
+/// every send, the same schedule stalls only on the starved receivers.
+#[test]
+fn watchdog_names_a_zero_copy_handover_nobody_takes() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut p = rscc::front::msccl_xml::load(&root.join("schedules/ring8/ag.xml")).unwrap();
+    // Rank 1's threadblock on channel 0 from rank 0 takes nothing.
+    let g1 = p.gpus.iter().position(|g| g.id == 1).unwrap();
+    let tb = p.gpus[g1]
+        .tbs
+        .iter_mut()
+        .find(|t| t.recv == 0 && t.chan == 0)
+        .unwrap();
+    for s in &mut tb.steps {
+        s.kind = StepKind::Nop;
+        s.cnt = 0;
+    }
+    for zero_copy in [true, false] {
+        let mut o = opts(DType::F32, RedOp::Sum, vec![16 * 1024]);
+        o.stall_timeout = Duration::from_millis(300);
+        // One tile: the sender's two messages fit its two slots, so it
+        // finishes its steps and then waits.
+        o.tile_bytes = 1 << 20;
+        o.zero_copy = zero_copy;
+        let err = run_program(&p, &o).expect_err("must stall");
+        let ExecError::Stalled(rep) = &err else {
+            panic!("expected a stall, got {err}");
+        };
+        let drains = rep
+            .waits
+            .iter()
+            .filter(|w| {
+                w.waiting_for
+                    .contains("to take the data it handed over zero-copy")
+            })
+            .collect::<Vec<_>>();
+        if zero_copy {
+            assert!(
+                drains.iter().any(|w| w.rank == 0
+                    && w.waiting_for.starts_with("rank 1 ")
+                    && w.waiting_for.ends_with("chan 0")),
+                "{err}"
+            );
+        } else {
+            assert!(drains.is_empty(), "{err}");
+        }
+    }
+}
