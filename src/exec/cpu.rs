@@ -3,7 +3,9 @@
 //!
 //! - Every connection `(chan, from -> to)` is a single-producer
 //!   single-consumer ring of `fifo_slots` slots of one tile each; the k-th
-//!   send lands in slot k mod slots and pairs with the k-th receive.
+//!   send lands in slot k mod slots and pairs with the k-th receive. A
+//!   zero-copy send puts the address of its data in the slot instead of
+//!   the data (`plan::zero_copy_sends`).
 //! - Every threadblock has one progress flag `(work, tile, step)`, published
 //!   after steps with `hasdep="1"`; `depid`/`deps` waits read it.
 //! - A threadblock is a resumable cursor (work, tile, step, call). Its
@@ -102,8 +104,8 @@ struct RawBuf<T> {
 struct Slot<T> {
     data: UnsafeCell<Box<[T]>>,
     len: UnsafeCell<usize>,
-    /// A zero-copy send's source (the receiver reads it instead of
-    /// `data`), else null.
+    /// Where a zero-copy send's data lies in the sender's buffers (the
+    /// receiver reads it instead of `data`), else null.
     ext: UnsafeCell<*const T>,
 }
 
@@ -399,9 +401,10 @@ impl<T: Elem> Shared<'_, T> {
         }
         let slot = &f.slots[(h % f.slots.len() as u64) as usize];
         // SAFETY: the producer published this slot (tail > h, acquire) and
-        // will not touch it until we advance head. A zero-copy send's
-        // source is only read: no step writes it during the run
-        // (plan::zero_copy_sends).
+        // will not touch it until we advance head. Data handed over
+        // zero-copy stays as sent until we advance head: no later step of
+        // the sender's work writes it, and its next work does not start
+        // before that (plan::zero_copy_sends, `Shared::drain`).
         let (p, n) = unsafe {
             let ext = *slot.ext.get();
             let p = if ext.is_null() {

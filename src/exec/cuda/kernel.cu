@@ -8,7 +8,9 @@
 // Semantics mirror the CPU engine (src/exec/cpu.rs):
 // - every connection is a single-producer single-consumer FIFO of `slots`
 //   slots of one tile each, with monotonically increasing head (consumer)
-//   and tail (producer) counters that persist across launches;
+//   and tail (producer) counters that persist across launches; a
+//   zero-copy send puts the address of its data in its slot's control
+//   word instead of the data in the slot;
 // - every threadblock publishes a progress key after steps with
 //   hasdep="1"; depid/deps waits spin on it;
 // - a step with cnt = k moves k chunks, one tile of each per call.
