@@ -494,20 +494,26 @@ extern "C" __global__ void rscc_run(Params P) {
         const T* in = rx ? (ext ? (const T*)ext : recv_data + (my_head % P.slots) * P.tile) : 0;
         T* out = tx ? send_data + (my_tail % P.slots) * P.tile : 0;
 #ifndef RSCC_DIAG_NO_DATA
+        // A received operand is a FIFO slot, or a buffer of the sender's
+        // when it was handed over zero-copy: then it streams past once
+        // and its loads carry the buffers' evict-first policy.
+#define RX_COMBINE(d0, d1, a, b) \
+  (ext ? combine<true>(d0, d1, a, b, n) : combine<false>(d0, d1, a, b, n))
         switch (kind) {
           case K_SEND: if (!zc) combine<true>(out, 0, src, 0, n); break;
-          case K_RECV: combine<false>(dst, 0, in, 0, n); break;
-          case K_RCS: combine<false>(dst, zc ? 0 : out, in, 0, n); break;
-          case K_RRS: combine<false>(out, 0, in, src, n); break;
+          case K_RECV: RX_COMBINE(dst, 0, in, 0); break;
+          case K_RCS: RX_COMBINE(dst, zc ? 0 : out, in, 0); break;
+          case K_RRS: RX_COMBINE(out, 0, in, src); break;
           case K_RRCS:
-            if (zc) combine<false>(dst, 0, in, src, n);
-            else combine<false>(out, dst, in, src, n);
+            if (zc) RX_COMBINE(dst, 0, in, src);
+            else RX_COMBINE(out, dst, in, src);
             break;
-          case K_RRC: combine<false>(dst, 0, in, src, n); break;
+          case K_RRC: RX_COMBINE(dst, 0, in, src); break;
           case K_CPY: if (src != dst) combine<true>(dst, 0, src, 0, n); break;
           case K_RE: combine<true>(dst, 0, dst, src, n); break;
           default: break;
         }
+#undef RX_COMBINE
 #endif
         __syncthreads();
 #ifndef RSCC_DIAG_NO_DISCARD
