@@ -69,8 +69,8 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     pub workers: usize,
     /// Copy every send into its FIFO slot, as MSCCL does (by default a send
-    /// of data no step rewrites during the run hands the receiver its
-    /// source instead).
+    /// whose data lies in one of the sender's buffers, and stays there until
+    /// taken, hands the receiver where it lies instead).
     #[arg(long)]
     pub no_zero_copy: bool,
     /// Skip the memory-bandwidth measurement.

@@ -55,9 +55,10 @@ pub struct RunOptions {
     /// would. None in every real run.
     #[doc(hidden)]
     pub inject_fault: Option<usize>,
-    /// A send of data no step rewrites during the run hands the receiver
-    /// its source instead of a copy in a FIFO slot (docs/executor.md
-    /// "Zero-copy sends"); false copies every send, as MSCCL does.
+    /// A send whose data lies in one of the sender's buffers, and stays
+    /// there until taken, hands the receiver where it lies instead of a
+    /// copy in a FIFO slot (docs/executor.md "Zero-copy sends"); false
+    /// copies every send, as MSCCL does.
     pub zero_copy: bool,
 }
 

@@ -67,9 +67,9 @@ pub struct SharedMem {
     pub gbps: f64,
     /// Core time of one primitive call apart from its data, µs.
     pub call_us: f64,
-    /// The executor runs sends of data no step rewrites zero-copy
-    /// (`RunOptions::zero_copy`), in the aliasing mode it runs by default:
-    /// out of place when the program allows it.
+    /// The executor runs sends zero-copy where `Resolved::zero_copy_sends`
+    /// allows it (`RunOptions::zero_copy`), in the aliasing mode it runs
+    /// by default: out of place when the program allows it.
     pub zero_copy: bool,
 }
 
