@@ -275,17 +275,7 @@ fn threadblock_budget_and_sm_share() {
 #[test]
 fn fused_allreduces_serve_every_count() {
     let fab = tmp("fused-topology");
-    let fab_topo = fab.join("fabric.json");
-    let (code, _, err) = rscc(&[
-        "topo",
-        "generate",
-        "random",
-        "--seed",
-        "5",
-        "-o",
-        fab_topo.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let fab_topo = common::random_fabric(&fab, 5);
     for (name, topo) in [
         ("dgx-h100", "topologies/dgx-h100.json".to_string()),
         ("dgx1-v100", "topologies/dgx1-v100.json".to_string()),

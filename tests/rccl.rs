@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{fresh_dir, rscc};
+use common::{fresh_dir, random_fabric, rscc};
 use rscc::exec::{DType, RedOp};
 use rscc::ir::{Program, Runtime, StepKind};
 use rscc::verify::{verify, VerifyOptions};
@@ -174,17 +174,7 @@ fn rccl_directories_serve_every_count() {
 #[test]
 fn send_threadblocks_keep_every_ordering() {
     let dir = fresh_dir("rccl-split");
-    let topo = dir.join("f26.json");
-    let (code, _, err) = rscc(&[
-        "topo",
-        "generate",
-        "random",
-        "--seed",
-        "26",
-        "-o",
-        topo.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let topo = random_fabric(&dir, 26);
     let out = format!("{}/", dir.join("out").display());
     let (code, json, err) = rscc(&[
         "synth",

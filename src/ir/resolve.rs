@@ -141,32 +141,25 @@ impl Resolved {
     ///   merged call of a chunk lies inside it, and tiles of a chunk are
     ///   disjoint.
     pub fn zero_copy_sends(&self, p: &Program, inplace: bool) -> Vec<ZeroCopy> {
-        use super::spec::Alias;
-        use super::Buf;
         let nsteps: usize = self.tbs.iter().map(|t| t.steps).sum();
         let mut zc = vec![ZeroCopy::No; nsteps];
         if p.ngpus < 1 || p.nchunksperloop < 1 {
             return zc;
         }
         let bufs = p.coll.buffers(p.nchunksperloop as usize, p.ngpus as usize);
-        let (ic, oc) = (bufs.i_chunks as i64, bufs.o_chunks as i64);
-        // (space, first chunk): 0 input, 1 output, 2 scratch; in place, the
-        // inner buffer is a window of the outer one's space.
-        let place = |rank: usize, b: Buf, off: i64| -> (u8, i64) {
-            let r = rank as i64;
-            match (b, inplace, bufs.alias) {
-                (Buf::Scratch, ..) => (2, off),
-                (Buf::Input, false, _) => (0, off),
-                (Buf::Output, false, _) => (1, off),
-                (Buf::Input, true, Alias::InputInOut) => (1, r * ic + off),
-                (Buf::Output, true, Alias::OutInInput) => (0, r * oc + off),
-                (Buf::Input, true, _) => (0, off),
-                (Buf::Output, true, Alias::InputInOut) => (1, off),
-                (Buf::Output, true, Alias::Same) => (0, off),
-            }
+        // A step's chunks [off, off + cnt) as a range of the rank's memory
+        // after aliasing (`Buffers::slot`); None for out-of-range fields.
+        let range = |rank: usize, b: super::Buf, off: i64, cnt: i64| -> Option<(usize, usize)> {
+            // Beyond 2^32 chunks nothing can run (plan::build allows 2^20).
+            let ok = |v: i64| usize::try_from(v).ok().filter(|&v| v <= 1 << 32);
+            let (off, cnt) = (ok(off)?, ok(cnt)?);
+            let a = bufs.slot(rank, inplace, b, off);
+            Some((a, a + cnt))
         };
-        // Per rank, every write: (space, first, end, global step id).
-        let mut written: Vec<Vec<(u8, i64, i64, usize)>> = vec![Vec::new(); self.ranks];
+        // Per rank, every write: (first, end, global step id); a write with
+        // fields out of range rules out zero-copy on its rank.
+        let mut written: Vec<Vec<(usize, usize, usize)>> = vec![Vec::new(); self.ranks];
+        let mut unknown = vec![false; self.ranks];
         // Per global step id, its threadblock (for program order).
         let mut tb_of = vec![0usize; nsteps];
         for (k, t) in self.tbs.iter().enumerate() {
@@ -174,9 +167,10 @@ impl Resolved {
                 tb_of[t.first_step + pos] = k;
                 let s = self.step(p, k, pos);
                 if s.kind.writes_dst() {
-                    let (sp, a) = place(t.rank, s.dstbuf, s.dstoff);
-                    let e = a.saturating_add(s.cnt.max(1));
-                    written[t.rank].push((sp, a, e, t.first_step + pos));
+                    match range(t.rank, s.dstbuf, s.dstoff, s.cnt) {
+                        Some((a, e)) => written[t.rank].push((a, e, t.first_step + pos)),
+                        None => unknown[t.rank] = true,
+                    }
                 }
             }
         }
@@ -196,16 +190,17 @@ impl Resolved {
                     StepKind::RecvCopySend | StepKind::RecvReduceCopySend => (s.dstbuf, s.dstoff),
                     _ => continue,
                 };
-                if s.cnt < 1 || off < 0 {
+                let Some((a, e)) = range(t.rank, b, off, s.cnt) else {
+                    continue;
+                };
+                if s.cnt < 1 || unknown[t.rank] {
                     continue;
                 }
                 let me = t.first_step + pos;
-                let (sp, a) = place(t.rank, b, off);
-                let e = a.saturating_add(s.cnt);
                 let others: Vec<usize> = written[t.rank]
                     .iter()
-                    .filter(|&&(wsp, wa, we, g)| wsp == sp && wa < e && a < we && g != me)
-                    .map(|w| w.3)
+                    .filter(|&&(wa, we, g)| wa < e && a < we && g != me)
+                    .map(|w| w.2)
                     .collect();
                 if others.is_empty() {
                     zc[me] = if s.kind == StepKind::Send {

@@ -83,6 +83,33 @@ pub struct Buffers {
     pub alias: Alias,
 }
 
+impl Buffers {
+    /// Chunk `off` of `buf` as an index into one rank's memory after the
+    /// call's aliasing: out of place `i`, `o` and scratch side by side; in
+    /// place the op's alias (msccl-xml.md §5.2) puts one buffer inside the
+    /// other at `rank`'s shard, and scratch follows the full buffer. The
+    /// verifier's slots and the executors' zero-copy analysis both use it.
+    pub fn slot(&self, rank: usize, inplace: bool, buf: super::Buf, off: usize) -> usize {
+        use super::Buf;
+        let full = self.i_chunks.max(self.o_chunks);
+        let shard = rank * self.i_chunks.min(self.o_chunks);
+        match (inplace, buf) {
+            (false, Buf::Input) => off,
+            (false, Buf::Output) => self.i_chunks + off,
+            (false, Buf::Scratch) => self.i_chunks + self.o_chunks + off,
+            (true, Buf::Scratch) => full + off,
+            (true, Buf::Input) => match self.alias {
+                Alias::InputInOut => shard + off,
+                Alias::OutInInput | Alias::Same => off,
+            },
+            (true, Buf::Output) => match self.alias {
+                Alias::OutInInput => shard + off,
+                Alias::InputInOut | Alias::Same => off,
+            },
+        }
+    }
+}
+
 /// How an in-place call's buffers overlap (msccl-xml.md §5.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alias {

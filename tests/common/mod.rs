@@ -109,6 +109,22 @@ pub fn rscc(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `rscc topo generate random --seed SEED` written to `dir/fabric-SEED.json`.
+pub fn random_fabric(dir: &std::path::Path, seed: u32) -> std::path::PathBuf {
+    let f = dir.join(format!("fabric-{seed}.json"));
+    let (code, _, err) = rscc(&[
+        "topo",
+        "generate",
+        "random",
+        "--seed",
+        &seed.to_string(),
+        "-o",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    f
+}
+
 /// Wrong elements of one checked CPU run of `p` (a run error fails the
 /// test).
 pub fn wrong(

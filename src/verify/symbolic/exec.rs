@@ -5,7 +5,6 @@
 use super::plan::{Plan, NONE};
 use super::values::Sym;
 use super::Mode;
-use crate::ir::spec::Alias;
 use crate::ir::{Buf, Collective, Program, StepKind};
 use crate::verify::{at, location, VerifyError};
 use std::collections::HashMap;
@@ -43,28 +42,10 @@ pub(super) struct Rank<V> {
     vc: Vec<u32>,
 }
 
-/// Slot index within a rank, after aliasing: out of place `i`, `o` and
-/// scratch side by side; in place the op's alias (msccl-xml.md §5.2) puts
-/// one buffer inside the other, and scratch follows the full buffer.
+/// Slot index within a rank, after aliasing (`Buffers::slot`).
 pub(super) fn slot(p: &Program, gi: usize, mode: Mode, buf: Buf, off: usize) -> usize {
-    let g = &p.gpus[gi];
-    let c = p.nchunksperloop as usize;
-    let b = p.coll.buffers(c, p.ngpus as usize);
-    let base = g.id as usize * b.i_chunks.min(b.o_chunks);
-    match (mode, buf) {
-        (Mode::OutOfPlace, Buf::Input) => off,
-        (Mode::OutOfPlace, Buf::Output) => b.i_chunks + off,
-        (Mode::OutOfPlace, Buf::Scratch) => b.i_chunks + b.o_chunks + off,
-        (Mode::InPlace, Buf::Scratch) => c + off,
-        (Mode::InPlace, Buf::Input) => match b.alias {
-            Alias::InputInOut => base + off,
-            Alias::OutInInput | Alias::Same => off,
-        },
-        (Mode::InPlace, Buf::Output) => match b.alias {
-            Alias::OutInInput => base + off,
-            Alias::InputInOut | Alias::Same => off,
-        },
-    }
+    let b = p.coll.buffers(p.nchunksperloop as usize, p.ngpus as usize);
+    b.slot(p.gpus[gi].id as usize, mode == Mode::InPlace, buf, off)
 }
 
 /// Slots of a rank in `mode` (`s_chunks` of scratch).
