@@ -45,14 +45,31 @@ impl Synthesizer for Hier {
         let spec = Spec::reduce_scatter(ctx.ranks(), ctx.opts.chunks.unwrap_or(1));
         // Shallowest first: the driver emits the first that fits the
         // runtime's limits (a star over H hosts needs H − 1 rail peers).
-        let candidates = rail_radices(hs.len())
-            .into_iter()
-            .map(|f| {
+        let radices = rail_radices(hs.len());
+        let candidates = radices
+            .iter()
+            .map(|&f| {
                 let hs = hs.clone();
-                Box::new(move || hier_tree(spec, &hs, 0, f)) as super::Candidate
+                Box::new(move || hier_tree(spec, &hs, 0, f, 1)) as super::Candidate
             })
             .collect();
-        Ok(Offer::new(candidates))
+        // Small messages: the same trees with each host-mate connection's
+        // messages spread over SPREAD channels, shallowest tree first, so
+        // that their α rounds overlap; they cost threadblocks and
+        // large-message pipelining, so `auto` scores them beside the
+        // main schedule and keeps each where it wins.
+        let small = radices
+            .iter()
+            .map(|&f| {
+                let hs = hs.clone();
+                Box::new(move || hier_tree(spec, &hs, 0, f, SPREAD)) as super::Candidate
+            })
+            .collect();
+        Ok(Offer {
+            candidates,
+            small,
+            search: None,
+        })
     }
 }
 
@@ -164,19 +181,29 @@ pub fn rail_radices(nh: usize) -> Vec<usize> {
 /// than its parent's, so sending in rail order (largest position first)
 /// lets every host add its children's partial sums first.
 fn rail_parent(r: usize, f: usize) -> usize {
+    let place = rail_place(r, f);
+    r - ((r / place) % f) * place
+}
+
+/// The place value of `r`'s lowest nonzero base-`f` digit.
+fn rail_place(r: usize, f: usize) -> usize {
     debug_assert!(r > 0 && f >= 2);
     let mut place = 1usize;
     while (r / place).is_multiple_of(f) {
         place *= f;
     }
-    r - ((r / place) % f) * place
+    place
 }
 
 /// The hierarchical algorithm with `abroad` host-mates per shard sent
 /// across their rail (0 ≤ abroad ≤ g − 1) and a star on the rail.
 pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algorithm {
-    hier_tree(spec, hosts, abroad, hosts.len())
+    hier_tree(spec, hosts, abroad, hosts.len(), 1)
 }
+
+/// Channels `hier`'s small-message schedules spread each host-mate
+/// connection's messages over (docs/algorithms.md "Hierarchical").
+pub const SPREAD: usize = 2;
 
 /// The hierarchical algorithm whose rail phase, per shard, is the
 /// radix-`radix` tree over the hosts rooted at the owner's host (see
@@ -184,7 +211,22 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
 /// shard and, over all shards, every host sends and receives H − 1 partial
 /// sums per rail: each shape moves what the star moves; they differ in
 /// depth (α rounds) and in rail peers per GPU (threadblocks).
-pub fn hier_tree(spec: Spec, hosts: &[Vec<usize>], abroad: usize, radix: usize) -> Algorithm {
+///
+/// `spread` ≥ 2 puts the host-mate transfers of rail order q on logical
+/// channel 0 when q is a multiple of `spread`, else on channel 2 + q mod
+/// `spread`: each host-mate connection's messages (one per host, H of
+/// them per tile) run as `spread` connections side by side instead of one
+/// after the other, each paying its route's α once per message. That is
+/// what bounds small and medium sizes at scale (on 32 × DGX-H100, 32
+/// messages of 0.7 µs each per connection before the first rail send).
+pub fn hier_tree(
+    spec: Spec,
+    hosts: &[Vec<usize>],
+    abroad: usize,
+    radix: usize,
+    spread: usize,
+) -> Algorithm {
+    let spread = spread.max(1);
     let n = spec.ranks;
     let nh = hosts.len();
     let g = hosts[0].len();
@@ -235,7 +277,10 @@ pub fn hier_tree(spec: Spec, hosts: &[Vec<usize>], abroad: usize, radix: usize) 
                             chunk,
                             src: s,
                             dst: agg,
-                            channel: 0,
+                            channel: match q % spread {
+                                0 => 0,
+                                lane => 2 + lane,
+                            },
                         }),
                     }
                 }
@@ -257,12 +302,23 @@ pub fn hier_tree(spec: Spec, hosts: &[Vec<usize>], abroad: usize, radix: usize) 
                     };
                     // q = H − 1 − r: a child (larger r) sends earlier.
                     let step = nh * g + q;
+                    // Spread by k, where this is the k-th position that
+                    // sends to the same parent offset: r = r − p + k·f·place
+                    // (the star has one message per parent).
+                    let lane = if radix >= nh {
+                        0
+                    } else {
+                        (r / (rail_place(r, radix) * radix)) % spread
+                    };
                     transfers.push(Transfer {
                         step,
                         chunk,
                         src: agg,
                         dst: hosts[(ho + p) % nh][ko],
-                        channel: 1,
+                        channel: match lane {
+                            0 => 1,
+                            lane => 1 + spread + lane,
+                        },
                     });
                 }
             }
@@ -274,6 +330,9 @@ pub fn hier_tree(spec: Spec, hosts: &[Vec<usize>], abroad: usize, radix: usize) 
     }
     if abroad > 0 {
         name += &format!("-abroad{abroad}");
+    }
+    if spread > 1 {
+        name += &format!("-s{spread}");
     }
     Algorithm {
         name,
@@ -328,7 +387,7 @@ mod tests {
             let radices = rail_radices(nh);
             assert_eq!(radices[0], nh.max(2));
             for &f in &radices {
-                let a = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, f);
+                let a = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, f, 1);
                 a.check().unwrap_or_else(|e| panic!("H={nh} f={f}: {e}"));
                 let host = |r: usize| r / g;
                 let mut sent = vec![0usize; nh * g];
@@ -349,6 +408,43 @@ mod tests {
                 };
                 let most = if f >= nh { nh - 1 } else { (f - 1) * depth };
                 assert!(peers.iter().all(|p| p.len() <= most), "H={nh} f={f}");
+            }
+        }
+    }
+
+    /// `spread` moves transfers between channels and nothing else:
+    /// host-mate transfers on channels 0 and 3, rail transfers on 1 and
+    /// 4 (spread 2); each host-mate connection's messages split evenly
+    /// over its two channels, and a rail connection with several messages
+    /// uses both.
+    #[test]
+    fn spread_only_moves_transfers_between_channels() {
+        use std::collections::HashMap;
+        let g = 4;
+        for (nh, f) in [(16usize, 16usize), (16, 4), (7, 2), (9, 3)] {
+            let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..h * g + g).collect()).collect();
+            let spec = Spec::reduce_scatter(nh * g, 1);
+            let one = hier_tree(spec, &hs, 0, f, 1);
+            let two = hier_tree(spec, &hs, 0, f, 2);
+            two.check().unwrap_or_else(|e| panic!("H={nh} f={f}: {e}"));
+            assert_eq!(one.transfers.len(), two.transfers.len());
+            let mut per: HashMap<(usize, usize, usize), usize> = HashMap::new();
+            for (a, b) in one.transfers.iter().zip(&two.transfers) {
+                let key = |t: &Transfer| (t.step, t.chunk, t.src, t.dst);
+                assert_eq!(key(a), key(b));
+                let rail = a.src / g != a.dst / g;
+                let allowed: &[usize] = if rail { &[1, 4] } else { &[0, 3] };
+                assert!(allowed.contains(&b.channel), "H={nh} f={f}: {b:?}");
+                *per.entry((b.src, b.dst, b.channel)).or_default() += 1;
+            }
+            for (&(src, dst, ch), &k) in &per {
+                if src / g == dst / g && ch == 0 {
+                    let other = per.get(&(src, dst, 3)).copied().unwrap_or(0);
+                    assert!(k.abs_diff(other) <= 1, "H={nh} f={f}: {k} vs {other}");
+                }
+                if src / g != dst / g && ch == 1 && k >= 2 {
+                    assert!(per.contains_key(&(src, dst, 4)), "H={nh} f={f}");
+                }
             }
         }
     }
