@@ -169,3 +169,56 @@ fn spread_host_mate_connections_serve_small_messages() {
     }
     assert!(at(&main, 1 << 30) < at(&small, 1 << 30));
 }
+
+/// The reference algorithms bench/cluster.sh prints beside `auto`
+/// (`--algo hier-ring`, `--algo hier-halving`) compile on 4 × DGX-A100
+/// within the budget, verify, run correct on the CPU executor in and out
+/// of place, and are not among `auto`'s candidates.
+#[test]
+fn reference_algorithms_compile_and_run_correct() {
+    let t = hosts("dgx-a100", 4);
+    let opts = CompileOptions::default();
+    for (algo, name) in [
+        (Algo::HierRing, "hier-ring"),
+        (Algo::HierHalving, "hier-halving"),
+    ] {
+        assert_eq!(algo.name(), name);
+        let c = rscc::compile::compile_one(&t, algo, &opts).expect(name);
+        assert_eq!(c.algorithm.name, name);
+        assert!(max_tbs(&c.program) <= opts.tb_budget(&t), "{name}");
+        for inplace in [false, true] {
+            let r = rscc::exec::run_program(
+                &c.program,
+                &rscc::exec::RunOptions {
+                    sizes: vec![4 << 10],
+                    iters: 1,
+                    warmup: 0,
+                    check: true,
+                    inplace: Some(inplace),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            assert!(
+                r.rows.iter().all(|x| x.wrong == Some(0)),
+                "{name} inplace {inplace}"
+            );
+        }
+    }
+    let sel = rscc::compile::auto(
+        &t,
+        &opts,
+        &[1 << 20],
+        &rscc::sim::SimOptions::default(),
+        None,
+    )
+    .expect("auto");
+    assert!(sel
+        .candidates
+        .iter()
+        .all(|c| c.algo != Algo::HierRing && c.algo != Algo::HierHalving));
+    assert!(sel
+        .skipped
+        .iter()
+        .any(|s| s.starts_with("hier-ring: not scored")));
+}

@@ -226,6 +226,31 @@ pub fn hier_tree(
     radix: usize,
     spread: usize,
 ) -> Algorithm {
+    build(spec, hosts, abroad, Rail::Radix(radix), spread)
+}
+
+/// The hierarchical algorithm whose rail phase is recursive halving: per
+/// shard, the host at relative position r sends its partial sum to r with
+/// its highest set bit cleared, so the positions that send to one parent
+/// offset 2^i are the contiguous range [2^i, 2^(i+1)) — the rounds of a
+/// recursive-halving reduce-scatter over the hosts, the offsets largest
+/// first (⌈log₂ H⌉ rounds, one rail peer per round each way). A reference
+/// for `hier`'s radix trees, which clear the lowest digit instead
+/// (`--algo hier-halving`).
+pub fn hier_halving(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
+    build(spec, hosts, 0, Rail::Halving, 1)
+}
+
+/// The rail phase's tree per shard, over relative host positions.
+#[derive(Debug, Clone, Copy)]
+enum Rail {
+    /// Radix f: the lowest nonzero base-f digit cleared (f ≥ H: the star).
+    Radix(usize),
+    /// The highest set bit cleared.
+    Halving,
+}
+
+fn build(spec: Spec, hosts: &[Vec<usize>], abroad: usize, rail: Rail, spread: usize) -> Algorithm {
     let spread = spread.max(1);
     let n = spec.ranks;
     let nh = hosts.len();
@@ -295,21 +320,18 @@ pub fn hier_tree(
                     // and fill the connection buffers (2 tiles), stalling
                     // the next tile's intra-host sends.
                     let r = (h + nh - ho) % nh;
-                    let p = if radix >= nh {
-                        0
-                    } else {
-                        rail_parent(r, radix)
-                    };
-                    // q = H − 1 − r: a child (larger r) sends earlier.
-                    let step = nh * g + q;
                     // Spread by k, where this is the k-th position that
                     // sends to the same parent offset: r = r − p + k·f·place
                     // (the star has one message per parent).
-                    let lane = if radix >= nh {
-                        0
-                    } else {
-                        (r / (rail_place(r, radix) * radix)) % spread
+                    let (p, lane) = match rail {
+                        Rail::Radix(f) if f >= nh => (0, 0),
+                        Rail::Radix(f) => {
+                            (rail_parent(r, f), (r / (rail_place(r, f) * f)) % spread)
+                        }
+                        Rail::Halving => (r - (1 << r.ilog2()), 0),
                     };
+                    // q = H − 1 − r: a child (larger r) sends earlier.
+                    let step = nh * g + q;
                     transfers.push(Transfer {
                         step,
                         chunk,
@@ -325,8 +347,10 @@ pub fn hier_tree(
         }
     }
     let mut name = "hier".to_string();
-    if radix < nh {
-        name += &format!("-r{radix}");
+    match rail {
+        Rail::Radix(f) if f < nh => name += &format!("-r{f}"),
+        Rail::Radix(_) => {}
+        Rail::Halving => name += "-halving",
     }
     if abroad > 0 {
         name += &format!("-abroad{abroad}");

@@ -17,7 +17,9 @@ pub mod direct;
 pub mod flow;
 pub mod forest;
 pub mod gap;
+pub mod halving;
 pub mod hier;
+pub mod hring;
 pub mod mix;
 pub mod pack;
 pub mod ring;
@@ -43,11 +45,13 @@ pub enum Algo {
     Pack,
     Sccl,
     Gap,
+    HierRing,
+    HierHalving,
 }
 
 /// Every synthesizer, in the order `auto` compiles them (the ring first:
 /// it is the baseline and always applies).
-pub const REGISTRY: [(Algo, &dyn Synthesizer); 9] = [
+pub const REGISTRY: [(Algo, &dyn Synthesizer); 11] = [
     (Algo::Ring, &ring::Ring),
     (Algo::Direct, &direct::Direct),
     (Algo::Tree, &tree::Tree),
@@ -57,6 +61,8 @@ pub const REGISTRY: [(Algo, &dyn Synthesizer); 9] = [
     (Algo::Pack, &pack::Pack),
     (Algo::Sccl, &sccl::Sccl),
     (Algo::Gap, &gap::GapSynth),
+    (Algo::HierRing, &hring::HierRing),
+    (Algo::HierHalving, &halving::HierHalving),
 ];
 
 impl Algo {
