@@ -25,6 +25,29 @@ fn max_tbs(p: &Program) -> usize {
     p.gpus.iter().map(|g| g.tbs.len()).max().unwrap_or(0)
 }
 
+/// `p` computes the reduce-scatter on the CPU executor at `size` bytes
+/// per rank, in and out of place.
+fn runs_correct(p: &Program, size: u64, what: &str) {
+    for inplace in [false, true] {
+        let r = rscc::exec::run_program(
+            p,
+            &rscc::exec::RunOptions {
+                sizes: vec![size],
+                iters: 1,
+                warmup: 0,
+                check: true,
+                inplace: Some(inplace),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            r.rows.iter().all(|x| x.wrong == Some(0)),
+            "{what} inplace {inplace}"
+        );
+    }
+}
+
 /// 16 × DGX-A100 with 48 SMs per GPU (the default budget: 24 threadblocks
 /// per rank): the star needs a threadblock per
 /// rail peer (15 each way) on top of the host-mates, so `hier` takes a
@@ -96,24 +119,7 @@ fn connection_groups_run_in_order() {
         }
     }
     assert!(chained >= p.gpus.len(), "{chained} chained threadblocks");
-    for inplace in [false, true] {
-        let r = rscc::exec::run_program(
-            p,
-            &rscc::exec::RunOptions {
-                sizes: vec![64 << 10],
-                iters: 1,
-                warmup: 0,
-                check: true,
-                inplace: Some(inplace),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        assert!(
-            r.rows.iter().all(|x| x.wrong == Some(0)),
-            "inplace {inplace}"
-        );
-    }
+    runs_correct(p, 64 << 10, "ring of 100");
 }
 
 /// Beyond what MSCCL XML can express at all (1024 `<gpu>` elements), synth
@@ -186,24 +192,7 @@ fn reference_algorithms_compile_and_run_correct() {
         let c = rscc::compile::compile_one(&t, algo, &opts).expect(name);
         assert_eq!(c.algorithm.name, name);
         assert!(max_tbs(&c.program) <= opts.tb_budget(&t), "{name}");
-        for inplace in [false, true] {
-            let r = rscc::exec::run_program(
-                &c.program,
-                &rscc::exec::RunOptions {
-                    sizes: vec![4 << 10],
-                    iters: 1,
-                    warmup: 0,
-                    check: true,
-                    inplace: Some(inplace),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-            assert!(
-                r.rows.iter().all(|x| x.wrong == Some(0)),
-                "{name} inplace {inplace}"
-            );
-        }
+        runs_correct(&c.program, 4 << 10, name);
     }
     let sel = rscc::compile::auto(
         &t,

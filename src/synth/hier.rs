@@ -241,6 +241,17 @@ pub fn hier_halving(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
     build(spec, hosts, 0, Rail::Halving, 1)
 }
 
+/// Each of `n` ranks' (host, local index) in `hosts`.
+pub(super) fn positions(n: usize, hosts: &[Vec<usize>]) -> Vec<(usize, usize)> {
+    let mut at = vec![(0usize, 0usize); n];
+    for (h, members) in hosts.iter().enumerate() {
+        for (k, &r) in members.iter().enumerate() {
+            at[r] = (h, k);
+        }
+    }
+    at
+}
+
 /// The rail phase's tree per shard, over relative host positions.
 #[derive(Debug, Clone, Copy)]
 enum Rail {
@@ -252,16 +263,10 @@ enum Rail {
 
 fn build(spec: Spec, hosts: &[Vec<usize>], abroad: usize, rail: Rail, spread: usize) -> Algorithm {
     let spread = spread.max(1);
-    let n = spec.ranks;
     let nh = hosts.len();
     let g = hosts[0].len();
     let abroad = abroad.min(g - 1);
-    let mut where_ = vec![(0usize, 0usize); n];
-    for (h, members) in hosts.iter().enumerate() {
-        for (k, &r) in members.iter().enumerate() {
-            where_[r] = (h, k);
-        }
-    }
+    let where_ = positions(spec.ranks, hosts);
     let mut transfers = Vec::new();
     for (o, &(ho, ko)) in where_.iter().enumerate() {
         for j in 0..spec.chunks() {

@@ -55,12 +55,7 @@ pub(super) fn reference_groups(
 pub fn hier_ring(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
     let nh = hosts.len();
     let g = hosts[0].len();
-    let mut where_ = vec![(0usize, 0usize); spec.ranks];
-    for (h, members) in hosts.iter().enumerate() {
-        for (k, &r) in members.iter().enumerate() {
-            where_[r] = (h, k);
-        }
-    }
+    let where_ = hier::positions(spec.ranks, hosts);
     let mut transfers = Vec::new();
     for (o, &(ho, ko)) in where_.iter().enumerate() {
         for j in 0..spec.chunks() {
