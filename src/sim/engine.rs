@@ -45,7 +45,12 @@ struct Conn {
     chan: i64,
     src: usize,
     dst: usize,
+    /// The links whose capacity can bind its flows' rates: its route's,
+    /// less those another link of the route always binds first
+    /// (`drop_dominated`).
     links: Vec<usize>,
+    /// Every link its bytes cross (`SimResult::link_bytes`).
+    all_links: Vec<usize>,
     alpha: f64,
     sender: Option<usize>,
     receiver: Option<usize>,
@@ -304,6 +309,7 @@ pub fn simulate(
             src: c.from,
             dst: c.to,
             links: Vec::new(),
+            all_links: Vec::new(),
             alpha: 0.0,
             sender: c.sender,
             receiver: c.receiver,
@@ -381,6 +387,7 @@ pub fn simulate(
             }
         }
         c.links = r.links.iter().map(|e| e.index()).collect();
+        c.all_links = c.links.clone();
         c.alpha = r.alpha_us;
     }
     let mut links: Vec<LinkState> = topo
@@ -403,6 +410,7 @@ pub fn simulate(
         src: r,
         dst: r,
         links: vec![link],
+        all_links: vec![link],
         alpha: 0.0,
         sender: None,
         receiver: None,
@@ -421,6 +429,7 @@ pub fn simulate(
         });
         for c in conns.iter_mut() {
             c.links = vec![shared];
+            c.all_links = vec![shared];
         }
         conns.extend((0..n).map(|r| local(r, shared)));
     } else if let Some(m) = opts.mem_gbps {
@@ -433,6 +442,9 @@ pub fn simulate(
                 load: 0.0,
             });
         }
+    }
+    if opts.shared_mem.is_none() && !opts.trace {
+        drop_dominated(&mut conns[..mem_conn], &links[..real_links]);
     }
     let nl = links.len();
     let ntb = tbs.len();
@@ -480,6 +492,43 @@ pub fn simulate(
         link_bytes: eng.link_bytes[..real_links].to_vec(),
         trace: eng.trace,
     })
+}
+
+/// Drop from every connection's rate links each link l that another
+/// link m of every route through l binds first: m has strictly less
+/// capacity and carries every flow l carries, so l's fair share is always
+/// above m's (its spare capacity is larger by at least the difference in
+/// capacity, shared by no more flows), and by the time m's flows are
+/// fixed so are all of l's. Progressive filling therefore never picks l,
+/// and without it every rate comes out the same, bit for bit, with
+/// fewer links per flow and smaller components to search (a GPU's PCIe
+/// link to its NIC, which carries exactly the NIC's flows). Kept with a
+/// trace, which records every link's load.
+fn drop_dominated(conns: &mut [Conn], links: &[LinkState]) {
+    let nl = links.len();
+    // Per link: the links on every route through it (None: unused).
+    let mut common: Vec<Option<Vec<usize>>> = vec![None; nl];
+    for c in conns.iter() {
+        for &l in &c.links {
+            match &mut common[l] {
+                None => common[l] = Some(c.links.clone()),
+                Some(v) => v.retain(|m| c.links.contains(m)),
+            }
+        }
+    }
+    let dominated: Vec<bool> = (0..nl)
+        .map(|l| {
+            common[l]
+                .as_ref()
+                .is_some_and(|v| v.iter().any(|&m| m != l && links[m].cap < links[l].cap))
+        })
+        .collect();
+    if !dominated.iter().any(|&d| d) {
+        return;
+    }
+    for c in conns.iter_mut() {
+        c.links.retain(|&l| !dominated[l]);
+    }
 }
 
 impl Engine<'_> {
@@ -772,8 +821,8 @@ impl Engine<'_> {
             let fl = &self.flows[f];
             (fl.conn, fl.seq, fl.tb, fl.bytes)
         };
-        for i in 0..self.conns[c].links.len() {
-            let l = self.conns[c].links[i];
+        for i in 0..self.conns[c].all_links.len() {
+            let l = self.conns[c].all_links[i];
             self.link_bytes[l] += bytes;
         }
         if c >= self.mem_conn {
