@@ -495,11 +495,13 @@ pub fn simulate(
 }
 
 /// Drop from every connection's rate links each link l that another
-/// link m of every route through l binds first: m has strictly less
-/// capacity and carries every flow l carries, so l's fair share is always
-/// above m's (its spare capacity is larger by at least the difference in
-/// capacity, shared by no more flows), and by the time m's flows are
-/// fixed so are all of l's. Progressive filling therefore never picks l,
+/// link m of every route through l binds first: m has less capacity (by
+/// more than a millionth, far above the rounding of the spare capacities
+/// progressive filling subtracts, so the comparison below holds in
+/// floating point too) and carries every flow l carries, so l's fair share
+/// is always above m's (its spare capacity is larger by at least the
+/// difference in capacity, shared by no more flows), and by the time m's
+/// flows are fixed so are all of l's. Progressive filling therefore never picks l,
 /// and without it every rate comes out the same, bit for bit, with
 /// fewer links per flow and smaller components to search (a GPU's PCIe
 /// link to its NIC, which carries exactly the NIC's flows). Kept with a
@@ -518,9 +520,10 @@ fn drop_dominated(conns: &mut [Conn], links: &[LinkState]) {
     }
     let dominated: Vec<bool> = (0..nl)
         .map(|l| {
-            common[l]
-                .as_ref()
-                .is_some_and(|v| v.iter().any(|&m| m != l && links[m].cap < links[l].cap))
+            common[l].as_ref().is_some_and(|v| {
+                v.iter()
+                    .any(|&m| m != l && links[m].cap < links[l].cap * (1.0 - 1e-6))
+            })
         })
         .collect();
     if !dominated.iter().any(|&d| d) {

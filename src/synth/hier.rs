@@ -201,8 +201,9 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
     hier_tree(spec, hosts, abroad, hosts.len(), 1)
 }
 
-/// Channels `hier`'s small-message schedules spread each host-mate
-/// connection's messages over (docs/algorithms.md "Hierarchical").
+/// Channels `hier`'s small-message schedules spread each host-mate and
+/// each rail connection's messages over (docs/algorithms.md
+/// "Hierarchical").
 pub const SPREAD: usize = 2;
 
 /// The hierarchical algorithm whose rail phase, per shard, is the
@@ -214,11 +215,13 @@ pub const SPREAD: usize = 2;
 ///
 /// `spread` ≥ 2 puts the host-mate transfers of rail order q on logical
 /// channel 0 when q is a multiple of `spread`, else on channel 2 + q mod
-/// `spread`: each host-mate connection's messages (one per host, H of
-/// them per tile) run as `spread` connections side by side instead of one
-/// after the other, each paying its route's α once per message. That is
-/// what bounds small and medium sizes at scale (on 32 × DGX-H100, 32
-/// messages of 0.7 µs each per connection before the first rail send).
+/// `spread`, and a rail transfer on channel 1 or 1 + `spread` + its lane
+/// (the index k mod `spread` among the tree positions that send to one
+/// parent offset): each connection's messages (one per host, H of them
+/// per tile, on a host-mate connection) run as `spread` connections side
+/// by side instead of one after the other, each paying its route's α once
+/// per message. That is what bounds small and medium sizes at scale (on
+/// 32 × DGX-H100, 32 messages of 0.7 µs each per host-mate connection).
 pub fn hier_tree(
     spec: Spec,
     hosts: &[Vec<usize>],
