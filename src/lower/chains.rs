@@ -170,14 +170,24 @@ pub(super) fn build(
                 Collective::ReduceScatter => rc.push_run(&cx, v, bi, children(), parent[v], false),
                 Collective::AllGather => {
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
-                    rc.push_both(&cx, v, bi, bparent[v], kids)
+                    // Children that forward the block: their own children
+                    // in its tree.
+                    let relays = |u: usize| bkid_start[u + 1] > bkid_start[u];
+                    let in_turn = trees
+                        .relays_in_turn
+                        .then_some(&relays as &dyn Fn(usize) -> bool);
+                    rc.push_both(&cx, v, bi, bparent[v], kids, in_turn)
                 }
                 Collective::AllReduce if pass == 0 => {
                     rc.push_run(&cx, v, bi, children(), parent[v], true)
                 }
                 Collective::AllReduce => {
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
-                    rc.push_ar_bcast(&cx, v, bi, bparent[v], kids)
+                    let relays = |u: usize| bkid_start[u + 1] > bkid_start[u];
+                    let in_turn = trees
+                        .relays_in_turn
+                        .then_some(&relays as &dyn Fn(usize) -> bool);
+                    rc.push_ar_bcast(&cx, v, bi, bparent[v], kids, in_turn)
                 }
             }
         }
@@ -221,7 +231,10 @@ impl RankChains {
     /// Rank v's chains for block `bi` of an allgather (runs are blocks
     /// there): receive from `bparent` (src, step, channel) into the output
     /// slot, or at the owner copy its input there, and one send per child
-    /// in `bkids` (src, step, dst, channel).
+    /// in `bkids` (src, step, dst, channel). With `in_turn` (which
+    /// children relay the block), the sends to relays come first, one
+    /// chain in step order, and the sends to leaves each a chain of its
+    /// own behind the head ([`LowerOptions::relays_in_turn`](super::LowerOptions)).
     fn push_both(
         &mut self,
         cx: &Ctx,
@@ -229,6 +242,7 @@ impl RankChains {
         bi: usize,
         bparent: Option<(usize, usize, usize)>,
         bkids: &[(usize, usize, usize, usize)],
+        in_turn: Option<&dyn Fn(usize) -> bool>,
     ) {
         let b = &cx.blocks[bi];
         let (c0, cnt) = (b.start as u32, b.len as u32);
@@ -255,9 +269,14 @@ impl RankChains {
         // of its own behind the head.
         let head = *self.chain_ops.last().expect("a broadcast head");
         let mut first_end = self.chain_ops.len();
-        for (k, &(_, step, dst, ch)) in bkids.iter().enumerate() {
+        let mut order: Vec<&(usize, usize, usize, usize)> = bkids.iter().collect();
+        if let Some(relays) = in_turn {
+            // Stable: relays first, each group in (step, dst) order.
+            order.sort_by_key(|&&(_, _, dst, _)| !relays(dst));
+        }
+        for (k, &&(_, step, dst, ch)) in order.iter().enumerate() {
             let op = Self::bsend(vv, c0, step, dst, ch, cnt);
-            if k == 0 {
+            if k == 0 || in_turn.is_some_and(|relays| relays(dst)) {
                 self.push_op(op);
                 first_end = self.chain_ops.len();
             } else {
@@ -299,7 +318,9 @@ impl RankChains {
     /// before it continues that op's chain (so a reduction's last receive
     /// and its send, or a receive and its send, may fuse); every other is
     /// a chain of its own behind its first predecessor, and further
-    /// predecessors are `joins`.
+    /// predecessors are `joins`. With `in_turn` (which children relay the
+    /// block), the sends to relays come first, each after the one before
+    /// ([`LowerOptions::relays_in_turn`](super::LowerOptions)).
     fn push_ar_bcast(
         &mut self,
         cx: &Ctx,
@@ -307,6 +328,7 @@ impl RankChains {
         bi: usize,
         bparent: Option<(usize, usize, usize)>,
         bkids: &[(usize, usize, usize, usize)],
+        in_turn: Option<&dyn Fn(usize) -> bool>,
     ) {
         let blocks = cx.blocks;
         let vv = v as u32;
@@ -347,8 +369,15 @@ impl RankChains {
             let id = self.place(op, &preds, true, &mut open);
             self.brecv.insert(ra, id);
         }
-        // 3. The sends.
-        for &(_, step, dst, ch) in bkids {
+        // 3. The sends (to relays first when in turn; stable, so each
+        // group keeps (step, dst) order).
+        let mut order: Vec<&(usize, usize, usize, usize)> = bkids.iter().collect();
+        if let Some(relays) = in_turn {
+            order.sort_by_key(|&&(_, _, dst, _)| !relays(dst));
+        }
+        // The last send to a relay, with its predecessors.
+        let mut last_relay: Option<(usize, Vec<usize>)> = None;
+        for &&(_, step, dst, ch) in &order {
             let (ka, kb) = cx.bruns.run(dst, bi, blocks);
             if ka != bi {
                 continue;
@@ -356,13 +385,25 @@ impl RankChains {
             let c0 = blocks[ka].start as u32;
             let cnt = chunks_of(blocks, ka, kb);
             let op = Self::bsend(vv, c0, step, dst, ch, cnt);
-            let (preds, same) = if is_root {
+            let (mut preds, mut same) = if is_root {
                 (tails(self, ka, kb), kb == ka + 1)
             } else {
                 let (a, b) = cx.bruns.run(v, bi, blocks);
                 (vec![self.brecv[&a]], (ka, kb) == (a, b))
             };
-            self.place(op, &preds, same, &mut open);
+            let relay = in_turn.is_some_and(|relays| relays(dst));
+            let own = preds.clone();
+            if let Some((prev, prev_preds)) = last_relay.as_ref().filter(|_| relay) {
+                // After the previous relay's send, which already waited
+                // for the same predecessors (any others join).
+                preds.retain(|p| !prev_preds.contains(p));
+                preds.insert(0, *prev);
+                same = true;
+            }
+            let id = self.place(op, &preds, same, &mut open);
+            if relay {
+                last_relay = Some((id, own));
+            }
         }
         if let Some(start) = open {
             self.chains.push(start..self.chain_ops.len());

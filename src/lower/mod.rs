@@ -97,6 +97,16 @@ pub struct LowerOptions {
     /// reduces and forwards a send threadblock of its own where `max_tbs`
     /// allows (`reduced`). `auto` scores RCCL candidates both ways.
     pub send_tbs: bool,
+    /// Allgather and an allreduce's broadcast: a rank sends a chunk to
+    /// its children that forward it
+    /// (inner nodes of the chunk's broadcast tree) one after another, in
+    /// step order, and to its leaves side by side behind its receive.
+    /// Where relays share the sender's link (an owner's rail peers on
+    /// several hosts), the first relay then has the whole tile a share of
+    /// the time earlier and forwards it while the next one arrives,
+    /// instead of every relay getting its tile at the end (`auto` scores
+    /// such candidates both ways; docs/architecture.md "Lowering").
+    pub relays_in_turn: bool,
 }
 
 impl Default for LowerOptions {
@@ -112,6 +122,7 @@ impl Default for LowerOptions {
             bcast_runs: true,
             max_tbs: usize::MAX,
             send_tbs: true,
+            relays_in_turn: false,
         }
     }
 }
@@ -254,6 +265,7 @@ fn lower_grouped(
         bruns: &bruns,
         per_chunk: &per_chunk,
         per_bcast: &per_bcast,
+        relays_in_turn: opts.relays_in_turn && spec.coll != Collective::ReduceScatter,
     };
     let grouping = (nlogical, group);
     let parts = crate::par::map(&ranges, |r| lower_ranks(alg, &trees, grouping, r.clone()));
@@ -393,6 +405,8 @@ struct Trees<'a> {
     bruns: &'a Runs,
     per_chunk: &'a [Vec<(usize, usize, usize, usize)>],
     per_bcast: &'a [Vec<(usize, usize, usize, usize)>],
+    /// [`LowerOptions::relays_in_turn`].
+    relays_in_turn: bool,
 }
 
 /// Lower ranks `ranks` (all blocks): their threadblocks, and the largest
@@ -440,7 +454,7 @@ fn lower_rank(v: usize, rc: &RankChains, bufs: crate::ir::spec::Buffers) -> (Gpu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Spec, Transfer};
+    use crate::ir::{Spec, Step, Transfer};
     use crate::verify::{verify, VerifyOptions};
 
     fn t(step: usize, chunk: usize, src: usize, dst: usize) -> Transfer {
@@ -495,5 +509,104 @@ mod tests {
             }
         }
         verify(&p, &VerifyOptions::default()).expect("verifies");
+    }
+
+    /// An allgather on six ranks where owner 0 sends its chunk to relays
+    /// 1 and 2 (which forward it to 3 and 4) and to leaf 5; every other
+    /// owner sends straight to all. With `relays_in_turn` rank 0's send
+    /// to relay 2 waits for its send to relay 1 and the leaf's send waits
+    /// for neither; without, every send of rank 0 waits only for the copy
+    /// of its input. Both verify.
+    #[test]
+    fn relays_in_turn_chain_only_the_sends_to_relays() {
+        let n = 6;
+        let mut bcast = vec![
+            t(0, 0, 0, 1),
+            t(1, 0, 0, 2),
+            t(2, 0, 0, 5),
+            t(1, 0, 1, 3),
+            t(2, 0, 2, 4),
+        ];
+        for o in 1..n {
+            bcast.extend((0..n).filter(|&d| d != o).map(|d| t(0, o, o, d)));
+        }
+        let alg = Algorithm {
+            name: "relays".into(),
+            spec: Spec {
+                coll: Collective::AllGather,
+                ..Spec::reduce_scatter(n, 1)
+            },
+            transfers: Vec::new(),
+            bcast,
+        };
+        alg.check().expect("a valid allgather");
+        // Rank 0's step that sends its own chunk to `peer`, and the
+        // threadblock that holds it.
+        let send_to = |p: &Program, peer: i64| -> (i64, Step) {
+            let tb = p.gpus[0]
+                .tbs
+                .iter()
+                .find(|tb| tb.send == peer)
+                .expect("a send threadblock");
+            let st = tb
+                .steps
+                .iter()
+                .find(|s| s.srcoff == 0 && s.kind.sends())
+                .expect("the send of chunk 0");
+            (tb.id, st.clone())
+        };
+        for in_turn in [false, true] {
+            let opts = LowerOptions {
+                relays_in_turn: in_turn,
+                ..LowerOptions::default()
+            };
+            let p = lower(&alg, &opts).expect("lowers");
+            verify(&p, &VerifyOptions::default()).expect("verifies");
+            let (tb1, _) = send_to(&p, 1);
+            let (_, to2) = send_to(&p, 2);
+            let (_, to5) = send_to(&p, 5);
+            assert_eq!(
+                to2.depid == tb1,
+                in_turn,
+                "relay 2 after relay 1: {in_turn}"
+            );
+            assert_ne!(to5.depid, tb1, "the leaf waits for no relay");
+        }
+        // The same broadcast after a reduction (an allreduce): rank 0's
+        // send to relay 2 follows its send to relay 1 only in turn.
+        let rs = Algorithm::reduce_scatter(
+            "star",
+            Spec::reduce_scatter(n, 1),
+            (0..n)
+                .flat_map(|o| (0..n).filter(move |&s| s != o).map(move |s| t(0, o, s, o)))
+                .collect(),
+        );
+        let ar = Algorithm::allreduce(&rs, &alg);
+        ar.check().expect("a valid allreduce");
+        for in_turn in [false, true] {
+            let opts = LowerOptions {
+                relays_in_turn: in_turn,
+                ..LowerOptions::default()
+            };
+            let p = lower(&ar, &opts).expect("lowers");
+            verify(&p, &VerifyOptions::default()).expect("verifies");
+            // Rank 0's broadcast send of chunk 0 (from its output) to
+            // `peer`, and its threadblock.
+            let bsend = |peer: i64| -> (i64, Step) {
+                p.gpus[0]
+                    .tbs
+                    .iter()
+                    .filter(|tb| tb.send == peer)
+                    .find_map(|tb| {
+                        let st = tb.steps.iter().find(|s| {
+                            s.kind.sends() && s.srcbuf == crate::ir::Buf::Output && s.srcoff == 0
+                        })?;
+                        Some((tb.id, st.clone()))
+                    })
+                    .expect("the broadcast send of chunk 0")
+            };
+            let ((tb1, _), (_, to2)) = (bsend(1), bsend(2));
+            assert_eq!(to2.depid == tb1, in_turn, "allreduce, in turn: {in_turn}");
+        }
     }
 }
