@@ -172,6 +172,7 @@ fn candidates(
             })
             .collect();
         found.extend(fused);
+        let forms = found.len();
         // Without fused steps, every schedule also without send
         // threadblocks: the split overlaps a hop's local pass with its
         // send, but its extra waits can cost more than that gains.
@@ -193,6 +194,32 @@ fn candidates(
                 .collect();
             found.extend(plain);
         }
+        // An allgather or allreduce also with each rank's broadcast sends
+        // to its relays in turn (LowerOptions::relays_in_turn), where some
+        // rank sends a chunk to two relays on other hosts (through its
+        // NIC): it wins there at medium and large sizes, and loses α
+        // rounds elsewhere.
+        if opts.op != Collective::ReduceScatter && !opts.lower.relays_in_turn {
+            let o = CompileOptions {
+                lower: crate::lower::LowerOptions {
+                    relays_in_turn: true,
+                    ..opts.lower.clone()
+                },
+                ..opts.clone()
+            };
+            let turns: Vec<Compiled> = found[..forms]
+                .iter()
+                .filter(|c| relays_abroad(&c.algorithm, t.topo))
+                .filter_map(|c| {
+                    let mut a = c.algorithm.clone();
+                    a.name = format!("{}-inturn", a.name);
+                    let limited = c.max_size.is_some();
+                    super::fit::first_fit(t.topo, c.algo, vec![crate::synth::ready(a)], &o, limited)
+                        .ok()
+                })
+                .collect();
+            found.extend(turns);
+        }
         for c in found {
             // A candidate identical to an earlier one (e.g. a mixture
             // that puts all weight on one family) is not scored twice.
@@ -212,6 +239,24 @@ fn candidates(
         }
     }
     Ok((candidates, skipped, t.made_halves()))
+}
+
+/// Whether some rank of allgather `a` sends one chunk to two or more
+/// relays (ranks that forward it) on hosts other than its own, whose
+/// routes leave through the network: where relays share the sender's
+/// NIC, serving them in turn lets the first forward sooner.
+fn relays_abroad(a: &Algorithm, topo: &Topology) -> bool {
+    let relays: std::collections::HashSet<(usize, usize)> =
+        a.bcast.iter().map(|t| (t.chunk, t.src)).collect();
+    let mut abroad: rustc_hash::FxHashMap<(usize, usize), usize> = Default::default();
+    a.bcast.iter().any(|t| {
+        if topo.host_of(t.src) == topo.host_of(t.dst) || !relays.contains(&(t.chunk, t.dst)) {
+            return false;
+        }
+        let k = abroad.entry((t.chunk, t.src)).or_insert(0);
+        *k += 1;
+        *k >= 2
+    })
 }
 
 /// Allreduces of two synthesizers: at every scored size, the fastest
@@ -241,9 +286,13 @@ fn paired(
     // does not run to the end). Only scored: nothing here is emitted
     // unless its allreduce passes `first_fit` below.
     let budget = opts.tb_budget(topo);
-    let time = |op: Collective, a: &Algorithm, algo: Algo| -> Vec<f64> {
+    let time = |op: Collective, a: &Algorithm, algo: Algo, in_turn: bool| -> Vec<f64> {
         let o = CompileOptions { op, ..opts.clone() };
-        let p = crate::lower::lower(a, &o.lower_options(topo, algo, false))
+        let lo = crate::lower::LowerOptions {
+            relays_in_turn: in_turn,
+            ..o.lower_options(topo, algo, false)
+        };
+        let p = crate::lower::lower(a, &lo)
             .ok()
             .filter(|p| p.max_tbs_per_rank() <= budget);
         sorted
@@ -258,13 +307,20 @@ fn paired(
     let jobs: Vec<(usize, bool)> = (0..halves.len())
         .flat_map(|i| [(i, false), (i, true)])
         .collect();
+    let turns = |ag: &Algorithm| !opts.lower.relays_in_turn && relays_abroad(ag, topo);
     let times = crate::par::map(&jobs, |&(i, gather)| {
         let (algo, rs, ag) = &halves[i];
-        if gather {
-            time(Collective::AllGather, ag, *algo)
-        } else {
-            time(Collective::ReduceScatter, rs, *algo)
+        if !gather {
+            return time(Collective::ReduceScatter, rs, *algo, false);
         }
+        // The allgather half at its faster form per size, its relays side
+        // by side or in turn (`pair` lowers both).
+        let mut t = time(Collective::AllGather, ag, *algo, false);
+        if turns(ag) {
+            let u = time(Collective::AllGather, ag, *algo, true);
+            t.iter_mut().zip(u).for_each(|(a, b)| *a = a.min(b));
+        }
+        t
     });
     // One synthesizer's own two halves are its composed candidate, when
     // that allreduce fitted.
@@ -347,14 +403,23 @@ fn pair(
     } else {
         &[true, false]
     };
-    for (bcast_runs, send_tbs) in [true, false]
+    // Where the allgather half has relays abroad, each form also with
+    // them in turn.
+    let turns: &[bool] = if !opts.lower.relays_in_turn && relays_abroad(a, topo) {
+        &[false, true]
+    } else {
+        &[false]
+    };
+    for ((bcast_runs, send_tbs), in_turn) in [true, false]
         .into_iter()
         .flat_map(|b| splits.iter().map(move |&s| (b, s)))
+        .flat_map(|f| turns.iter().map(move |&t| (f, t)))
     {
         let o = CompileOptions {
             lower: crate::lower::LowerOptions {
                 bcast_runs,
                 send_tbs,
+                relays_in_turn: in_turn || opts.lower.relays_in_turn,
                 ..opts.lower.clone()
             },
             ..opts.clone()
@@ -362,7 +427,12 @@ fn pair(
         let cands: Vec<crate::synth::Candidate> = [true, false]
             .into_iter()
             .filter_map(|separate| Algorithm::paired(r, a, separate))
-            .map(crate::synth::ready)
+            .map(|mut x| {
+                if in_turn {
+                    x.name += "-inturn";
+                }
+                crate::synth::ready(x)
+            })
             .collect();
         match super::fit::first_fit(topo, *algo, cands, &o, true) {
             Ok(c) if made.iter().all(|m| m.program != c.program) => made.push(c),
@@ -378,7 +448,8 @@ fn pair(
                 } else {
                     " (no send threadblocks)"
                 };
-                skipped.push(format!("{name}{form}{split}: {e}"));
+                let turn = if in_turn { " (relays in turn)" } else { "" };
+                skipped.push(format!("{name}{form}{split}{turn}: {e}"));
             }
         }
     }
