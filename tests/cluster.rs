@@ -241,3 +241,33 @@ fn links_that_cannot_bind_change_no_rate() {
         }
     }
 }
+
+/// On a few hosts the star fits three channels per connection, and `auto`
+/// scores it beside the two-channel spread: on 4 × DGX-A100 at 1 KiB it
+/// picks the three-channel star (`hier-s3`), ≥ 1.1× faster than every
+/// other candidate, and its schedule runs correct.
+#[test]
+fn three_channel_star_serves_small_messages_on_few_hosts() {
+    let t = hosts("dgx-a100", 4);
+    let sel = rscc::compile::auto(
+        &t,
+        &CompileOptions::default(),
+        &[1024],
+        &Default::default(),
+        None,
+    )
+    .unwrap();
+    let w = sel.winners[0];
+    let name = &sel.candidates[w].algorithm.name;
+    assert_eq!(name, "hier-s3", "1 KiB pick");
+    let others = (0..sel.candidates.len())
+        .filter(|&c| c != w)
+        .map(|c| sel.times_us[c][0])
+        .fold(f64::INFINITY, f64::min);
+    assert!(
+        sel.times_us[w][0] * 1.1 <= others,
+        "{name} {:.2} µs against {others:.2} µs",
+        sel.times_us[w][0]
+    );
+    runs_correct(&sel.candidates[w].program, 4096, "hier-s3");
+}

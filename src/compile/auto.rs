@@ -140,6 +140,7 @@ fn candidates(
         let Offer {
             candidates: cands,
             small: smalls,
+            more_small,
             search,
         } = offer;
         match compile_offer(&t, &ctx, a, cands, search, opts) {
@@ -150,10 +151,12 @@ fn candidates(
             Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
             Err(e) => return Err(e),
         }
-        match small(&t, a, smalls, opts) {
-            Ok(c) => found.extend(c),
-            Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
-            Err(e) => return Err(e),
+        for group in std::iter::once(smalls).chain(more_small) {
+            match small(&t, a, group, opts) {
+                Ok(c) => found.extend(c),
+                Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
+                Err(e) => return Err(e),
+            }
         }
         // Every allreduce also fused: one chunk up and down its shallowest
         // tree pair, which serves every count (Algorithm::fused).

@@ -263,6 +263,7 @@ pub fn compile_with_small(
         candidates,
         small: smalls,
         search,
+        ..
     } = algo.synthesizer().offer(&ctx)?;
     let main = compile_offer(&t, &ctx, algo, candidates, search, opts)?.main;
     Ok((main, small(&t, algo, smalls, opts).transpose()))

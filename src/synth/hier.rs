@@ -65,9 +65,18 @@ impl Synthesizer for Hier {
                 Box::new(move || hier_tree(spec, &hs, 0, f, SPREAD)) as super::Candidate
             })
             .collect();
+        // Three channels pay where the star fits them (few hosts: each
+        // connection's α rounds go side by side three ways); deeper trees
+        // at three channels lose to the two-channel ones (docs/algorithms.md
+        // "Hierarchical"), so only the star is offered.
+        let star = Box::new({
+            let hs = hs.clone();
+            move || hier_tree(spec, &hs, 0, radices[0], SPREAD + 1)
+        }) as super::Candidate;
         Ok(Offer {
             candidates,
             small,
+            more_small: vec![vec![star]],
             search: None,
         })
     }
