@@ -375,12 +375,7 @@ fn build(spec: Spec, hosts: &[Vec<usize>], abroad: usize, rail: Rail, spread: us
     if spread > 1 {
         name += &format!("-s{spread}");
     }
-    Algorithm {
-        name,
-        spec,
-        transfers,
-        bcast: Vec::new(),
-    }
+    Algorithm::reduce_scatter(name, spec, transfers)
 }
 
 #[cfg(test)]

@@ -90,12 +90,7 @@ pub fn hier_ring(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
             }
         }
     }
-    Algorithm {
-        name: "hier-ring".into(),
-        spec,
-        transfers,
-        bcast: Vec::new(),
-    }
+    Algorithm::reduce_scatter("hier-ring", spec, transfers)
 }
 
 #[cfg(test)]
