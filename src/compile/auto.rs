@@ -244,10 +244,11 @@ fn candidates(
     Ok((candidates, skipped, t.made_halves()))
 }
 
-/// Whether some rank of allgather `a` sends one chunk to two or more
-/// relays (ranks that forward it) on hosts other than its own, whose
-/// routes leave through the network: where relays share the sender's
-/// NIC, serving them in turn lets the first forward sooner.
+/// Whether, in `a`'s broadcast (an allgather, or an allreduce's second
+/// half), some rank sends one chunk to two or more relays (ranks that
+/// forward it) on hosts other than its own, whose routes leave through
+/// the network: where relays share the sender's NIC, serving them in
+/// turn lets the first forward sooner.
 fn relays_abroad(a: &Algorithm, topo: &Topology) -> bool {
     let relays: std::collections::HashSet<(usize, usize)> =
         a.bcast.iter().map(|t| (t.chunk, t.src)).collect();
