@@ -111,6 +111,7 @@ impl CompileOptions {
                 topo.num_ranks()
             ),
             max_tbs: self.tb_budget(topo),
+            host_ranks: topo.host_ranks(),
             ..self.lower.clone()
         }
     }

@@ -293,6 +293,25 @@ impl Topology {
         hosts.len()
     }
 
+    /// Ranks per host where there are two or more hosts of as many ranks
+    /// each, numbered host by host (ranks kR … kR + R − 1 on one host);
+    /// else 0.
+    pub fn host_ranks(&self) -> usize {
+        let (n, h) = (self.num_ranks(), self.num_hosts());
+        if h < 2 || !n.is_multiple_of(h) {
+            return 0;
+        }
+        let r = n / h;
+        let mut seen = std::collections::HashSet::new();
+        for b in (0..n).step_by(r) {
+            let host = self.host_of(b);
+            if !seen.insert(host) || (b..b + r).any(|x| self.host_of(x) != host) {
+                return 0;
+            }
+        }
+        r
+    }
+
     /// Host name of a rank ("" when none is given).
     pub fn host_of(&self, rank: usize) -> &str {
         self.graph[self.ranks[rank]].host.as_deref().unwrap_or("")
@@ -324,6 +343,14 @@ impl Topology {
     /// pass through switches, NICs, CPUs and (as relays) other GPUs.
     /// Returns, per node, the predecessor edge on the chosen path.
     pub fn route_tree(&self, src: usize) -> Vec<Option<EdgeIndex>> {
+        self.route_tree_ties(src).0
+    }
+
+    /// [`Topology::route_tree`] and, per node, whether another path ties
+    /// with the chosen one on the route's cost somewhere along it (then
+    /// which one is chosen depends on node order, and a symmetry of the
+    /// machine need not map routes to routes).
+    pub fn route_tree_ties(&self, src: usize) -> (Vec<Option<EdgeIndex>>, Vec<bool>) {
         let g = &self.graph;
         let n = g.node_count();
         // Cost = (alpha in nanoseconds rounded, -bottleneck, hops): lexicographic.
@@ -332,6 +359,7 @@ impl Topology {
         let mut best: Vec<Option<Cost>> = vec![None; n];
         let mut pred: Vec<Option<EdgeIndex>> = vec![None; n];
         let mut done = vec![false; n];
+        let mut tied = vec![false; n];
         #[derive(PartialEq)]
         struct Item(Cost, NodeIndex);
         impl Eq for Item {}
@@ -368,11 +396,14 @@ impl Topology {
                 if best[v.index()].is_none_or(|b| nc < b) {
                     best[v.index()] = Some(nc);
                     pred[v.index()] = Some(e.id());
+                    tied[v.index()] = tied[u.index()];
                     heap.push(Item(nc, v));
+                } else if best[v.index()] == Some(nc) {
+                    tied[v.index()] = true;
                 }
             }
         }
-        pred
+        (pred, tied)
     }
 
     /// The route between two ranks, or None if `dst` cannot be reached.

@@ -147,6 +147,7 @@ pub(super) fn build(
         // only in the pass that reads it.
         if pass == 0 {
             tree_csr(
+                &trees.frame,
                 &per_chunk[b.start],
                 true,
                 &mut by_dst,
@@ -156,6 +157,7 @@ pub(super) fn build(
         }
         if pass + 1 == passes {
             tree_csr(
+                &trees.frame,
                 &per_bcast[b.start],
                 false,
                 &mut bkids,
@@ -198,9 +200,10 @@ pub(super) fn build(
 /// One tree's edges (src, dst, step, channel) grouped by the rank they
 /// meet at — the receiver for an in-tree (`by_dst`), the sender for an
 /// out-tree — into `list` as (that rank, step, the other rank, channel),
-/// sorted, with `start[v]..start[v + 1]` rank v's; and per rank its own
+/// sorted with the other rank as that rank's frame numbers it, with `start[v]..start[v + 1]` rank v's; and per rank its own
 /// edge toward that rank (rank, step, channel) in `link`.
 fn tree_csr(
+    frame: &super::Frame,
     edges: &[(usize, usize, usize, usize)],
     by_dst: bool,
     list: &mut Vec<(usize, usize, usize, usize)>,
@@ -215,7 +218,7 @@ fn tree_csr(
             (src, step, dst, ch)
         }
     }));
-    list.sort_unstable();
+    list.sort_unstable_by_key(|&(at, step, other, ch)| (at, step, frame.rank(at, other), ch));
     start.iter_mut().for_each(|x| *x = 0);
     link.iter_mut().for_each(|x| *x = None);
     for &(at, step, other, ch) in list.iter() {

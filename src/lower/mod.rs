@@ -107,6 +107,14 @@ pub struct LowerOptions {
     /// instead of every relay getting its tile at the end (`auto` scores
     /// such candidates both ways; docs/architecture.md "Lowering").
     pub relays_in_turn: bool,
+    /// Ranks per host on a machine of identical hosts whose ranks are
+    /// numbered host by host (0: none, one host). Where the lowering
+    /// breaks a tie by rank or chunk numbers, it reads them relative to
+    /// the first rank of a host ([`Frame`]), so a schedule that is the
+    /// same on every host up to the shift from one host to the next lowers
+    /// to a program that is too, which the simulator runs as one host's
+    /// (src/sim/fold.rs).
+    pub host_ranks: usize,
 }
 
 impl Default for LowerOptions {
@@ -123,7 +131,49 @@ impl Default for LowerOptions {
             max_tbs: usize::MAX,
             send_tbs: true,
             relays_in_turn: false,
+            host_ranks: 0,
         }
+    }
+}
+
+/// Rank and chunk numbers as the lowering compares them: relative to the
+/// first rank of a host (`LowerOptions::host_ranks`), modulo the ranks
+/// (chunks), so that hosts alike compare alike. Without hosts every base
+/// is 0 and the numbers are the ranks' own.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Frame {
+    n: usize,
+    /// Ranks per host (n without hosts).
+    period: usize,
+    /// Chunks per rank's shard.
+    cps: usize,
+}
+
+impl Frame {
+    fn new(n: usize, host_ranks: usize, cps: usize) -> Frame {
+        let period = if host_ranks > 0 && n.is_multiple_of(host_ranks) {
+            host_ranks
+        } else {
+            n.max(1)
+        };
+        Frame {
+            n: n.max(1),
+            period,
+            cps: cps.max(1),
+        }
+    }
+    /// The first rank of `v`'s host.
+    pub(super) fn base(&self, v: usize) -> usize {
+        v - v % self.period
+    }
+    /// Rank `p` seen from the host of rank `v`.
+    pub(super) fn rank(&self, v: usize, p: usize) -> usize {
+        (p + self.n - self.base(v)) % self.n
+    }
+    /// Chunk `c` seen from the host of rank `v`.
+    pub(super) fn chunk(&self, v: usize, c: usize) -> usize {
+        let total = self.n * self.cps;
+        (c + total - self.base(v) * self.cps % total) % total
     }
 }
 
@@ -260,6 +310,7 @@ fn lower_grouped(
         Runs::blocks_only(n)
     };
     let trees = Trees {
+        frame: Frame::new(n, opts.host_ranks, spec.chunks()),
         blocks: &blocks,
         runs: &runs,
         bruns: &bruns,
@@ -301,6 +352,28 @@ fn lower_grouped(
         reduced::rewrite(&mut prog, tbs);
     }
     Ok(prog)
+}
+
+/// Rank `v`'s op keys with their chunk and ranks seen from the host of
+/// the message's sender (`v` for its sends and copies, the peer for its
+/// receives): both ends of a connection sort its messages alike, and
+/// hosts alike sort alike.
+fn relative_keys(ops: &mut [chains::Op], v: usize, frame: &Frame) {
+    for o in ops.iter_mut() {
+        let from = if o.kind == chains::OpKind::Recv || o.kind == chains::OpKind::RecvReduce {
+            o.peer as usize
+        } else {
+            v
+        };
+        let (step, dir, c, a, b) = o.key;
+        o.key = (
+            step,
+            dir,
+            frame.chunk(from, c as usize) as u32,
+            frame.rank(from, a as usize) as u32,
+            frame.rank(from, b as usize) as u32,
+        );
+    }
 }
 
 /// Put every connection's messages (per rank: its sends to one peer, or
@@ -400,6 +473,7 @@ fn chain_groups(prog: &mut Program, nlogical: usize) {
 /// The blocks, runs and per-chunk trees (reduce and copy edges as (src,
 /// dst, step, channel)) every rank's lowering reads.
 struct Trees<'a> {
+    frame: Frame,
     blocks: &'a [Block],
     runs: &'a Runs,
     bruns: &'a Runs,
@@ -420,13 +494,14 @@ fn lower_ranks(
     let spec = alg.spec;
     let bufs = spec.coll.buffers(spec.total_chunks(), spec.ranks);
     let mut rank_chains = chains::build(alg, t, ranks.clone());
-    for rc in &mut rank_chains {
+    for (v, rc) in ranks.clone().zip(&mut rank_chains) {
+        relative_keys(&mut rc.ops, v, &t.frame);
         regroup(&mut rc.ops, grouping.0, grouping.1);
     }
     let mut gpus = Vec::with_capacity(ranks.len());
     let mut max_chan = 0usize;
     for (v, rc) in ranks.zip(&rank_chains) {
-        let (gpu, m) = lower_rank(v, rc, bufs);
+        let (gpu, m) = lower_rank(v, rc, bufs, &t.frame);
         max_chan = max_chan.max(m);
         gpus.push(gpu);
     }
@@ -435,8 +510,13 @@ fn lower_ranks(
 
 /// Rank v's program from its chains (`bufs` its buffers), and the
 /// largest channel it uses.
-fn lower_rank(v: usize, rc: &RankChains, bufs: crate::ir::spec::Buffers) -> (GpuProgram, usize) {
-    let pl = threadblocks::place(rc);
+fn lower_rank(
+    v: usize,
+    rc: &RankChains,
+    bufs: crate::ir::spec::Buffers,
+    frame: &Frame,
+) -> (GpuProgram, usize) {
+    let pl = threadblocks::place(rc, |p| frame.rank(v, p));
     let (acc_ranges, s_chunks) = steps::scratch(&rc.ops, &pl.tb_steps);
     let dep_of = steps::dependencies(rc, &pl.pos_of_op);
     let (tbs, max_chan) = steps::threadblocks(&rc.ops, &pl, &acc_ranges, &dep_of);
@@ -474,6 +554,22 @@ mod tests {
     /// one message each. The dense connections need two channels; the
     /// sparse one keeps a single threadblock, every threadblock stays
     /// within 64 steps, and the program verifies.
+    #[test]
+    fn frames_number_ranks_and_chunks_from_the_host() {
+        // 3 hosts of 4 ranks, 2 chunks per shard.
+        let f = Frame::new(12, 4, 2);
+        assert_eq!((f.base(0), f.base(5), f.base(11)), (0, 4, 8));
+        // Rank 9 seen from rank 5's host (ranks 4..8) and the shift of
+        // both by one host: the same number.
+        assert_eq!(f.rank(5, 9), 5);
+        assert_eq!(f.rank(9, 1), 5);
+        assert_eq!(f.chunk(5, 18), 10);
+        assert_eq!(f.chunk(9, 2), 10);
+        // Without hosts the numbers are the ranks' own.
+        let g = Frame::new(12, 0, 2);
+        assert_eq!((g.rank(7, 3), g.chunk(7, 3)), (3, 3));
+    }
+
     #[test]
     fn a_sparse_connection_keeps_one_threadblock() {
         let k = 100;

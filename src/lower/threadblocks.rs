@@ -27,10 +27,12 @@ pub(super) struct Placement {
 }
 
 /// Threadblocks of one rank's chains, their steps and every op's place.
-pub(super) fn place(rc: &RankChains) -> Placement {
+/// `rel` is how the rank's frame numbers a peer (`Frame::rank`): ties
+/// between pairings break by it.
+pub(super) fn place(rc: &RankChains, rel: impl Fn(usize) -> usize) -> Placement {
     let rops = &rc.ops;
     let (next_in_chain, in_chains) = chain_links(rc);
-    let (tb_keys, tb_of_op) = assign(rc, &in_chains);
+    let (tb_keys, tb_of_op) = assign(rc, &in_chains, rel);
     let (new_id, tb_ops) = number(rops, &tb_keys, &tb_of_op);
     let (tb_steps, pos_of_op) = fuse(rops, &tb_ops, &next_in_chain);
     Placement {
@@ -68,7 +70,11 @@ fn chain_links(rc: &RankChains) -> (Vec<usize>, Vec<u32>) {
 /// TB keys (chan, send, recv) and every op's TB (its place in the keys):
 /// fusable pairs first, most frequent first, then one TB per remaining
 /// receive peer, send peer and the local copy.
-fn assign(rc: &RankChains, in_chains: &[u32]) -> (Vec<(u32, i64, i64)>, Vec<usize>) {
+fn assign(
+    rc: &RankChains,
+    in_chains: &[u32],
+    rel: impl Fn(usize) -> usize,
+) -> (Vec<(u32, i64, i64)>, Vec<usize>) {
     let (rops, chains, cops) = (&rc.ops, &rc.chains, &rc.chain_ops);
     // Fusable (chan, recv peer, send peer) candidates: a receive followed
     // in its chain by a send on the same channel (a reduction's last
@@ -87,7 +93,9 @@ fn assign(rc: &RankChains, in_chains: &[u32]) -> (Vec<(u32, i64, i64)>, Vec<usiz
         }
     }
     let mut cand: Vec<((u32, u32, u32), usize)> = cand.into_iter().collect();
-    cand.sort_unstable_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+    let rel_key =
+        |&((ch, k, p), _): &((u32, u32, u32), usize)| (ch, rel(k as usize), rel(p as usize));
+    cand.sort_unstable_by(|x, y| y.1.cmp(&x.1).then(rel_key(x).cmp(&rel_key(y))));
     // TB keys (chan, send, recv) with -1 as none.
     let mut tb_keys: Vec<(u32, i64, i64)> = Vec::new();
     let mut recv_tb: HashMap<(u32, u32), usize> = HashMap::default();

@@ -301,7 +301,7 @@ pub fn simulate(
 
     // Ranks, threadblocks, connections and dependencies, resolved once.
     let res = crate::ir::resolve::resolve(prog).map_err(|e| SimError::BadProgram(e.to_string()))?;
-    let mut conns: Vec<Conn> = res
+    let conns: Vec<Conn> = res
         .conns
         .iter()
         .map(|c| Conn {
@@ -367,17 +367,39 @@ pub fn simulate(
             "{total_steps} steps × {tiles} tiles is too many to simulate; use a larger tile or --no-tiling"
         )));
     }
-    // Routes, one route tree per sending rank.
+    // A program the same on every host of a machine of identical hosts
+    // runs one host's threadblocks (`fold`).
+    let fold = if !opts.fold || opts.trace || opts.shared_mem.is_some() {
+        None
+    } else {
+        super::fold::find(topo, &res).filter(|f| same_steps(&tbs, f))
+    };
+    let (tbs, mut conns, origin) = match &fold {
+        Some(f) => quotient(tbs, conns, &res, f),
+        None => {
+            let origin = (0..conns.len()).collect();
+            (tbs, conns, origin)
+        }
+    };
+    // Routes, one route tree per sending rank (the fold's own where it
+    // folds: each crossing of a link stands for its weight in crossings
+    // of the link's orbit).
     let mut trees: HashMap<usize, Vec<Option<petgraph::graph::EdgeIndex>>> = HashMap::new();
-    for c in conns.iter_mut() {
-        let tree = trees.entry(c.src).or_insert_with(|| topo.route_tree(c.src));
-        let r = topo
-            .route_from_tree(c.src, c.dst, tree)
-            .ok_or(SimError::NoRoute {
-                from: c.src,
-                to: c.dst,
-            })?;
-        for &e in &r.links {
+    for (c, &o) in conns.iter_mut().zip(&origin) {
+        let (links, alpha) = match &fold {
+            Some(f) => f.routes[&o].clone(),
+            None => {
+                let tree = trees.entry(c.src).or_insert_with(|| topo.route_tree(c.src));
+                let r = topo
+                    .route_from_tree(c.src, c.dst, tree)
+                    .ok_or(SimError::NoRoute {
+                        from: c.src,
+                        to: c.dst,
+                    })?;
+                (r.links, r.alpha_us)
+            }
+        };
+        for &e in &links {
             let cap = topo.link(e).capacity_gbps();
             if !(cap.is_finite() && cap > 0.0) {
                 return Err(SimError::NoRoute {
@@ -386,9 +408,15 @@ pub fn simulate(
                 });
             }
         }
-        c.links = r.links.iter().map(|e| e.index()).collect();
+        c.links = match &fold {
+            Some(f) => links
+                .iter()
+                .flat_map(|e| std::iter::repeat_n(f.link_rep[e.index()], f.link_weight[e.index()]))
+                .collect(),
+            None => links.iter().map(|e| e.index()).collect(),
+        };
         c.all_links = c.links.clone();
-        c.alpha = r.alpha_us;
+        c.alpha = alpha;
     }
     let mut links: Vec<LinkState> = topo
         .graph
@@ -443,7 +471,14 @@ pub fn simulate(
             });
         }
     }
-    if opts.shared_mem.is_none() && !opts.trace {
+    // A link counted more than once on a route (a fold's weight) is not
+    // what `drop_dominated` reasons about.
+    let repeats = conns[..mem_conn].iter().any(|c| {
+        let mut v = c.links.clone();
+        v.sort_unstable();
+        v.windows(2).any(|w| w[0] == w[1])
+    });
+    if opts.shared_mem.is_none() && !opts.trace && !repeats {
         drop_dominated(&mut conns[..mem_conn], &links[..real_links]);
     }
     let nl = links.len();
@@ -482,16 +517,99 @@ pub fn simulate(
         trace: opts.trace.then(Trace::default),
     };
     eng.run()?;
+    let (mut rank_end, mut link_bytes) = (eng.rank_end, eng.link_bytes);
+    let (mut steps_executed, mut flows) = (eng.steps_executed, eng.flows.len() as u64);
+    if let Some(f) = &fold {
+        // Every image ends when its representative does; a link carries
+        // what its orbit's representative was charged (each crossing
+        // counted at its weight).
+        rank_end = (0..n).map(|r| rank_end[f.rank_rep[r]]).collect();
+        link_bytes = (0..real_links).map(|l| link_bytes[f.link_rep[l]]).collect();
+        steps_executed *= f.order as u64;
+        flows *= f.order as u64;
+    }
     Ok(SimResult {
         time_us: eng.end,
-        rank_end_us: eng.rank_end,
+        rank_end_us: rank_end,
         chunk_bytes: eng.chunk,
         tiles: eng.tiles,
-        steps_executed: eng.steps_executed,
-        flows: eng.flows.len() as u64,
-        link_bytes: eng.link_bytes[..real_links].to_vec(),
+        steps_executed,
+        flows,
+        link_bytes: link_bytes[..real_links].to_vec(),
+        folded: fold.as_ref().map_or(1, |f| f.order),
         trace: eng.trace,
     })
+}
+
+/// Whether every threadblock's steps are its image's under the fold's
+/// symmetry: the same kinds, counts and merges, and dependencies on the
+/// images of what they wait for.
+fn same_steps(tbs: &[Tb], f: &super::fold::Fold) -> bool {
+    tbs.iter().enumerate().all(|(t, tb)| {
+        let img = &tbs[f.tb_image[t]];
+        tb.steps.len() == img.steps.len()
+            && tb.steps.iter().zip(&img.steps).all(|(a, b)| {
+                a.kind == b.kind
+                    && a.cnt.to_bits() == b.cnt.to_bits()
+                    && a.fused == b.fused
+                    && a.zero_copy == b.zero_copy
+                    && a.dep.map(|(d, s)| (f.tb_image[d], s)) == b.dep
+            })
+    })
+}
+
+/// The folded program: the threadblocks of the representative ranks and
+/// the connections they send on, each end of a connection its orbit's
+/// representative. Returns them with each connection's index in `res`.
+fn quotient(
+    tbs: Vec<Tb>,
+    conns: Vec<Conn>,
+    res: &crate::ir::resolve::Resolved,
+    f: &super::fold::Fold,
+) -> (Vec<Tb>, Vec<Conn>, Vec<usize>) {
+    let mut new_tb = vec![usize::MAX; tbs.len()];
+    let mut k = 0;
+    for (t, r) in res.tbs.iter().enumerate() {
+        if f.tb_rep[t] == t {
+            new_tb[t] = k;
+            k += 1;
+        }
+        debug_assert_eq!(f.tb_rep[t] == t, f.rank_rep[r.rank] == r.rank);
+    }
+    let mut new_conn = vec![usize::MAX; conns.len()];
+    let mut origin = Vec::new();
+    for (i, &rep) in f.conn_rep.iter().enumerate() {
+        if rep == i {
+            new_conn[i] = origin.len();
+            origin.push(i);
+        }
+    }
+    let tb_of = |t: usize| new_tb[f.tb_rep[t]];
+    let conn_of = |c: usize| new_conn[f.conn_rep[c]];
+    let qtbs = tbs
+        .into_iter()
+        .enumerate()
+        .filter(|&(t, _)| f.tb_rep[t] == t)
+        .map(|(_, mut tb)| {
+            tb.send_conn = tb.send_conn.map(conn_of);
+            tb.recv_conn = tb.recv_conn.map(conn_of);
+            for st in tb.steps.iter_mut() {
+                st.dep = st.dep.map(|(d, s)| (tb_of(d), s));
+            }
+            tb
+        })
+        .collect();
+    let qconns = conns
+        .into_iter()
+        .enumerate()
+        .filter(|&(i, _)| f.conn_rep[i] == i)
+        .map(|(_, mut c)| {
+            c.sender = c.sender.map(tb_of);
+            c.receiver = c.receiver.map(tb_of);
+            c
+        })
+        .collect();
+    (qtbs, qconns, origin)
 }
 
 /// Drop from every connection's rate links each link l that another

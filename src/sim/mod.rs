@@ -9,6 +9,7 @@
 //! slots in the connection's buffer.
 
 mod engine;
+mod fold;
 pub mod programs;
 pub mod report;
 pub mod trace;
@@ -50,6 +51,11 @@ pub struct SimOptions {
     pub shared_mem: Option<SharedMem>,
     /// Record a trace (one track per link and per threadblock).
     pub trace: bool,
+    /// Run a program that is the same on every host of a machine of
+    /// identical hosts as one host's threadblocks (`fold.rs`; the same
+    /// times and loads). Off with a trace, which records every
+    /// threadblock, and under `shared_mem`.
+    pub fold: bool,
 }
 
 /// The cost of a step on the CPU executor: the memory it touches (`s`,
@@ -133,6 +139,7 @@ impl Default for SimOptions {
             mem_gbps: None,
             shared_mem: None,
             trace: false,
+            fold: true,
         }
     }
 }
@@ -183,6 +190,9 @@ pub struct SimResult {
     pub flows: u64,
     /// Bytes carried per link (edge index order), summed over flows.
     pub link_bytes: Vec<f64>,
+    /// How many hosts each simulated threadblock stood for: H where the
+    /// run was folded by its host symmetry (`SimOptions::fold`), else 1.
+    pub folded: usize,
     pub trace: Option<Trace>,
 }
 

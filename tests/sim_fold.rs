@@ -1,0 +1,135 @@
+//! The simulator's host fold (src/sim/fold.rs): a program that is the
+//! same on every host of a machine of identical hosts runs as one host's
+//! threadblocks, and predicts what the full run predicts — the time, each
+//! rank's end, and every link's bytes.
+
+use rscc::compile::{compile, CompileOptions};
+use rscc::front::generate::{generate, GenParams};
+use rscc::ir::{Collective, Program, Topology};
+use rscc::sim::{simulate, SimOptions, SimResult};
+use rscc::synth::Algo;
+
+fn hosts(kind: &str, h: usize) -> Topology {
+    generate(
+        kind,
+        &GenParams {
+            hosts: Some(h),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn program(t: &Topology, algo: Algo, op: Collective) -> Program {
+    let mut o = CompileOptions::algo(algo, None);
+    o.op = op;
+    compile(t, &o)
+        .unwrap_or_else(|e| panic!("{algo:?} {op:?}: {e}"))
+        .program
+}
+
+fn run(p: &Program, t: &Topology, size: u64, fold: bool) -> SimResult {
+    simulate(
+        p,
+        t,
+        size,
+        &SimOptions {
+            fold,
+            ..SimOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * a.abs().max(b.abs()).max(1.0)
+}
+
+/// How far a full run's times may drift from the folded one: the full run
+/// computes each host's rates separately, and over thousands of tiles
+/// their rounding can move one host's events by a little (4 × DGX-H100,
+/// `hier`'s allreduce at 1 GiB: its images end up to 0.09 % apart; the
+/// folded run is the symmetric trajectory exactly).
+const DRIFT: f64 = 2e-3;
+
+/// Folded and full runs agree on everything they report.
+fn agree(p: &Program, t: &Topology, what: &str) -> usize {
+    let mut folded = 1;
+    for size in [1 << 10, 1 << 20, 48 << 20, 1 << 30] {
+        let (f, full) = (run(p, t, size, true), run(p, t, size, false));
+        assert_eq!(full.folded, 1);
+        folded = f.folded;
+        assert!(
+            close(f.time_us, full.time_us, DRIFT),
+            "{what} at {size} B: folded {} µs, full {} µs",
+            f.time_us,
+            full.time_us
+        );
+        for (r, (a, b)) in f.rank_end_us.iter().zip(&full.rank_end_us).enumerate() {
+            assert!(
+                close(*a, *b, DRIFT),
+                "{what} at {size} B: rank {r} ends {a} vs {b}"
+            );
+        }
+        for (l, (a, b)) in f.link_bytes.iter().zip(&full.link_bytes).enumerate() {
+            assert!(
+                close(*a, *b, 1e-9),
+                "{what} at {size} B: link {l} {a} vs {b} B"
+            );
+        }
+        assert_eq!(f.steps_executed, full.steps_executed, "{what}");
+        assert_eq!(f.flows, full.flows, "{what}");
+    }
+    folded
+}
+
+#[test]
+fn folded_runs_predict_what_full_runs_predict() {
+    let t = hosts("dgx-h100", 4);
+    for (algo, op) in [
+        (Algo::Hier, Collective::ReduceScatter),
+        (Algo::Hier, Collective::AllGather),
+        (Algo::Hier, Collective::AllReduce),
+        (Algo::Ring, Collective::ReduceScatter),
+        (Algo::HierRing, Collective::ReduceScatter),
+        (Algo::HierHalving, Collective::ReduceScatter),
+    ] {
+        let p = program(&t, algo, op);
+        let h = agree(&p, &t, &format!("4 x DGX-H100 {algo:?} {op:?}"));
+        // The flat ring visits the hosts in an order of its own.
+        let want = if algo == Algo::Ring { 1 } else { 4 };
+        assert_eq!(h, want, "{algo:?} {op:?}");
+    }
+}
+
+/// 16 × DGX-A100 with 48 SMs per GPU: `hier`'s rail tree (not the star)
+/// folds sixteen ways and agrees with the full run.
+#[test]
+fn rail_trees_fold_on_sixteen_hosts() {
+    let mut t = hosts("dgx-a100", 16);
+    for r in 0..t.num_ranks() {
+        let n = t.ranks[r];
+        t.graph[n].sms = Some(48);
+    }
+    let p = program(&t, Algo::Hier, Collective::ReduceScatter);
+    assert!(p.name.contains("hier"), "{}", p.name);
+    assert_eq!(agree(&p, &t, "16 x DGX-A100 hier"), 16);
+}
+
+/// A host unlike the others (one NIC slower) breaks the symmetry: the run
+/// is not folded, and still what it was.
+#[test]
+fn a_host_unlike_the_others_is_not_folded() {
+    let mut t = hosts("dgx-h100", 4);
+    let p = program(&t, Algo::Hier, Collective::ReduceScatter);
+    assert_eq!(run(&p, &t, 1 << 20, true).folded, 4);
+    let e = t
+        .graph
+        .edge_indices()
+        .find(|&e| t.graph[e].kind == "ib")
+        .expect("a NIC link");
+    t.graph[e].bw_gbps /= 2.0;
+    let (f, full) = (run(&p, &t, 1 << 30, true), run(&p, &t, 1 << 30, false));
+    assert_eq!(f.folded, 1);
+    assert_eq!(f.time_us, full.time_us);
+}
