@@ -5,21 +5,10 @@
 
 mod common;
 
+use common::hosts;
 use rscc::compile::{compile, CompileOptions};
-use rscc::front::generate::{generate, GenParams};
 use rscc::ir::Program;
 use rscc::synth::Algo;
-
-fn hosts(kind: &str, h: usize) -> rscc::ir::Topology {
-    generate(
-        kind,
-        &GenParams {
-            hosts: Some(h),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
 
 fn max_tbs(p: &Program) -> usize {
     p.gpus.iter().map(|g| g.tbs.len()).max().unwrap_or(0)

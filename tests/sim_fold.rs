@@ -3,22 +3,13 @@
 //! threadblocks, and predicts what the full run predicts — the time, each
 //! rank's end, and every link's bytes.
 
+mod common;
+
+use common::hosts;
 use rscc::compile::{compile, CompileOptions};
-use rscc::front::generate::{generate, GenParams};
 use rscc::ir::{Collective, Program, Topology};
 use rscc::sim::{simulate, SimOptions, SimResult};
 use rscc::synth::Algo;
-
-fn hosts(kind: &str, h: usize) -> Topology {
-    generate(
-        kind,
-        &GenParams {
-            hosts: Some(h),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
 
 fn program(t: &Topology, algo: Algo, op: Collective) -> Program {
     let mut o = CompileOptions::algo(algo, None);

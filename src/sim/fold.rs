@@ -207,37 +207,12 @@ pub(super) fn find(topo: &Topology, res: &Resolved) -> Option<Fold> {
             return None;
         }
     }
-    let mut tb_rep = vec![usize::MAX; res.tbs.len()];
-    for (t, tb) in res.tbs.iter().enumerate() {
-        if rank_rep[tb.rank] != tb.rank {
-            continue;
-        }
-        let mut x = t;
-        for _ in 0..order {
-            tb_rep[x] = t;
-            x = tb_image[x];
-        }
-        if x != t {
-            return None;
-        }
-    }
-    let mut conn_rep = vec![usize::MAX; res.conns.len()];
-    for (i, c) in res.conns.iter().enumerate() {
-        if rank_rep[c.from] != c.from {
-            continue;
-        }
-        let mut x = i;
-        for _ in 0..order {
-            conn_rep[x] = i;
-            x = conn_image[x];
-        }
-        if x != i {
-            return None;
-        }
-    }
-    if tb_rep.contains(&usize::MAX) || conn_rep.contains(&usize::MAX) {
-        return None;
-    }
+    let tb_rep = orbits(&tb_image, order, |t| {
+        rank_rep[res.tbs[t].rank] == res.tbs[t].rank
+    })?;
+    let conn_rep = orbits(&conn_image, order, |i| {
+        rank_rep[res.conns[i].from] == res.conns[i].from
+    })?;
     let ne = g.edge_count();
     let mut link_rep = vec![usize::MAX; ne];
     let mut link_weight = vec![0; ne];
@@ -303,4 +278,25 @@ pub(super) fn find(topo: &Topology, res: &Resolved) -> Option<Fold> {
         link_weight,
         routes,
     })
+}
+
+/// Per item: the representative of its orbit under `image`, where every
+/// item `is_rep` picks is the one representative of an orbit of exactly
+/// `order` items; None where that does not hold.
+fn orbits(image: &[usize], order: usize, is_rep: impl Fn(usize) -> bool) -> Option<Vec<usize>> {
+    let mut rep = vec![usize::MAX; image.len()];
+    for i in (0..image.len()).filter(|&i| is_rep(i)) {
+        let mut x = i;
+        for _ in 0..order {
+            if rep[x] != usize::MAX {
+                return None;
+            }
+            rep[x] = i;
+            x = image[x];
+        }
+        if x != i {
+            return None;
+        }
+    }
+    (!rep.contains(&usize::MAX)).then_some(rep)
 }

@@ -147,3 +147,15 @@ pub fn wrong(
     let r = rscc::exec::run_program(p, &opts).unwrap_or_else(|e| panic!("{}: {e}", p.name));
     r.rows.iter().map(|x| x.wrong.expect("checked")).sum()
 }
+
+/// `h` hosts of the generator's `kind` (`rscc topo generate KIND --hosts H`).
+pub fn hosts(kind: &str, h: usize) -> Topology {
+    rscc::front::generate::generate(
+        kind,
+        &rscc::front::generate::GenParams {
+            hosts: Some(h),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
