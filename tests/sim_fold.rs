@@ -107,6 +107,15 @@ fn rail_trees_fold_on_sixteen_hosts() {
     assert_eq!(agree(&p, &t, "16 x DGX-A100 hier"), 16);
 }
 
+/// `ring`'s rail rings enter host h at GPU (ring + h) mod 8: on 16 hosts
+/// the program repeats every 8 hosts, and folds two ways.
+#[test]
+fn rail_rings_fold_at_their_period() {
+    let t = hosts("dgx-h100", 16);
+    let p = program(&t, Algo::Ring, Collective::ReduceScatter);
+    assert_eq!(agree(&p, &t, "16 x DGX-H100 ring"), 2);
+}
+
 /// A host unlike the others (one NIC slower) breaks the symmetry: the run
 /// is not folded, and still what it was.
 #[test]

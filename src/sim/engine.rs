@@ -372,7 +372,7 @@ pub fn simulate(
     let fold = if !opts.fold || opts.trace || opts.shared_mem.is_some() {
         None
     } else {
-        super::fold::find(topo, &res).filter(|f| same_steps(&tbs, f))
+        super::fold::find(topo, &res, |f| same_steps(&tbs, f))
     };
     let (tbs, mut conns, origin) = match &fold {
         Some(f) => quotient(tbs, conns, &res, f),

@@ -2,10 +2,10 @@
 //! program does on each host what it does on the next, the simulation
 //! runs one host's threadblocks instead of every host's.
 //!
-//! The symmetry is the shift σ of every host's nodes to the next host's
-//! (the i-th node of host h to the i-th node of host h + 1 mod H; nodes
-//! of no host, such as rail switches, stay). It applies to a (program,
-//! topology) pair when
+//! The symmetry is the shift σ of every host's nodes by k hosts (the i-th
+//! node of host h to the i-th node of host h + k mod H, for the least k
+//! that divides H and works; nodes of no host, such as rail switches,
+//! stay). It applies to a (program, topology) pair when
 //! - σ is an automorphism of the topology: nodes keep their kind, SMs and
 //!   memory rate, and every link maps to a link of the same rate, α,
 //!   count and kind;
@@ -19,16 +19,16 @@
 //!   least-cost path is the only one; checked against the image's own
 //!   route where paths tie).
 //!
-//! Then every run is the same on every host, up to σ, instant by
+//! Then every run is the same on every host up to σ, instant by
 //! instant: the max-min fair rates are unique, hence symmetric, and a
 //! threadblock's progress depends only on its own steps, messages and
-//! rates. The folded run keeps one member per orbit — the threadblocks
-//! and connections of one rank per rank orbit — and lets a flow of a
-//! representative connection stand for its H images: on a link of an
-//! orbit of s links it counts H / s times per crossing, which is the load
-//! those images put on each link of the orbit. Rates, times and the
-//! bytes per link come out as the full run's (to floating-point
-//! rounding); the work is divided by H.
+//! rates. With m = H / k images of every rank, the folded run keeps one
+//! member per orbit — the threadblocks and connections of one rank per
+//! rank orbit — and lets a flow of a representative connection stand for
+//! its m images: on a link of an orbit of s links it counts m / s times
+//! per crossing, which is the load those images put on each link of the
+//! orbit. Rates, times and the bytes per link come out as the full run's
+//! (to floating-point rounding); the work is divided by m.
 
 use crate::ir::resolve::Resolved;
 use crate::ir::{NodeKind, Topology};
@@ -39,7 +39,7 @@ use std::collections::HashMap;
 /// A program's host symmetry on a topology, resolved to what the engine
 /// folds.
 pub(super) struct Fold {
-    /// H: the number of images of every rank, threadblock and connection.
+    /// m: the number of images of every rank, threadblock and connection.
     pub order: usize,
     /// Per rank: the representative of its orbit.
     pub rank_rep: Vec<usize>,
@@ -53,16 +53,17 @@ pub(super) struct Fold {
     pub conn_rep: Vec<usize>,
     /// Per link (edge index): the representative of its orbit.
     pub link_rep: Vec<usize>,
-    /// Per link: H / the size of its orbit, how many times one crossing
+    /// Per link: m / the size of its orbit, how many times one crossing
     /// of a representative flow counts on it.
     pub link_weight: Vec<usize>,
     /// Per representative connection: its route's links and α.
     pub routes: HashMap<usize, (Vec<EdgeIndex>, f64)>,
 }
 
-/// The host shift of `topo`: the node and link permutations and H, when
-/// it is an automorphism that moves every rank.
-fn host_shift(topo: &Topology) -> Option<(Vec<NodeIndex>, Vec<usize>, usize)> {
+/// The shift of `topo`'s hosts by `k`: the node and link permutations and
+/// the number of images H / k, when it is an automorphism that moves every
+/// rank.
+fn host_shift(topo: &Topology, k: usize) -> Option<(Vec<NodeIndex>, Vec<usize>, usize)> {
     let g = &topo.graph;
     let mut hosts: Vec<(&str, Vec<NodeIndex>)> = Vec::new();
     let mut at: HashMap<&str, usize> = HashMap::new();
@@ -76,13 +77,18 @@ fn host_shift(topo: &Topology) -> Option<(Vec<NodeIndex>, Vec<usize>, usize)> {
         }
     }
     let nh = hosts.len();
-    if nh < 2 || hosts.iter().any(|(_, v)| v.len() != hosts[0].1.len()) {
+    if nh < 2
+        || k == 0
+        || k >= nh
+        || !nh.is_multiple_of(k)
+        || hosts.iter().any(|(_, v)| v.len() != hosts[0].1.len())
+    {
         return None;
     }
     let mut pi: Vec<NodeIndex> = g.node_indices().collect();
     for (h, (_, nodes)) in hosts.iter().enumerate() {
         for (j, &n) in nodes.iter().enumerate() {
-            pi[n.index()] = hosts[(h + 1) % nh].1[j];
+            pi[n.index()] = hosts[(h + k) % nh].1[j];
         }
     }
     // Every rank moves (a GPU of no host would be fixed by σ).
@@ -125,14 +131,30 @@ fn host_shift(topo: &Topology) -> Option<(Vec<NodeIndex>, Vec<usize>, usize)> {
         used[m.index()] = true;
         lambda[e.id().index()] = m.index();
     }
-    Some((pi, lambda, nh))
+    Some((pi, lambda, nh / k))
 }
 
-/// The host symmetry of `res` (a resolved program) on `topo`, less the
-/// comparison of steps, which the engine makes on its own step records
-/// with [`Fold::tb_image`]; None where there is none.
-pub(super) fn find(topo: &Topology, res: &Resolved) -> Option<Fold> {
-    let (pi, lambda, order) = host_shift(topo)?;
+/// The host symmetry of `res` (a resolved program) on `topo` with the
+/// most images: the shift by the fewest hosts k (a divisor of H) under
+/// which the machine, the program and the routes are invariant and
+/// `same_steps` (the engine's comparison of its step records under
+/// [`Fold::tb_image`]) holds. A schedule built the same on every host
+/// folds at k = 1; one whose hosts differ with a period (rings that enter
+/// host h at GPU h mod 8) at that period. None where there is none.
+pub(super) fn find(
+    topo: &Topology,
+    res: &Resolved,
+    same_steps: impl Fn(&Fold) -> bool,
+) -> Option<Fold> {
+    let nh = topo.num_hosts();
+    (1..nh)
+        .filter(|k| nh.is_multiple_of(*k))
+        .find_map(|k| shifted(topo, res, k).filter(|f| same_steps(f)))
+}
+
+/// The symmetry of the shift by `k` hosts, if it is one.
+fn shifted(topo: &Topology, res: &Resolved, k: usize) -> Option<Fold> {
+    let (pi, lambda, order) = host_shift(topo, k)?;
     let g = &topo.graph;
     let n = topo.num_ranks();
     let sigma: Vec<usize> = (0..n)
