@@ -26,8 +26,34 @@ pub fn first_fit(
         ..VerifyOptions::default()
     };
     let mut fallbacks = Vec::new();
+    // The binding limit of the threadblock budget `m`, the hard ones
+    // first: only the default budget is one --max-tbs can raise.
+    let limit = |m: usize| match topo.min_sms() {
+        _ if opts.max_tbs == Some(m) => format!("the requested {m} (--max-tbs)"),
+        Some(s) if s as usize == m => format!("the GPU's {m} SMs"),
+        _ if opts.lower.runtime.max_tb_id() == m => {
+            format!("the {} runtime's {m}", opts.lower.runtime.name())
+        }
+        Some(s) => {
+            format!("{m}, half the GPU's {s} SMs (the default budget; --max-tbs raises it)")
+        }
+        None => format!("the budget of {m}"),
+    };
     for cand in cands {
         let alg = cand();
+        // What cannot fit is not lowered (at 1024 ranks a lowering takes
+        // seconds).
+        if let Some(m) = vopts.max_tbs {
+            let least = alg.least_threadblocks();
+            if least > m {
+                fallbacks.push(format!(
+                    "{}: at least {least} threadblocks per rank exceed {}",
+                    alg.name,
+                    limit(m)
+                ));
+                continue;
+            }
+        }
         let lopts = if alg.spec.is_fused() { &fused } else { &lopts };
         let program = match lower::lower(&alg, lopts) {
             Ok(p) => p,
@@ -43,23 +69,11 @@ pub fn first_fit(
             }
         };
         if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
-            // The binding limit, the hard ones first: only the default
-            // budget is one --max-tbs can raise.
-            let why = match topo.min_sms() {
-                _ if opts.max_tbs == Some(m) => format!("the requested {m} (--max-tbs)"),
-                Some(s) if s as usize == m => format!("the GPU's {m} SMs"),
-                _ if opts.lower.runtime.max_tb_id() == m => {
-                    format!("the {} runtime's {m}", opts.lower.runtime.name())
-                }
-                Some(s) => {
-                    format!("{m}, half the GPU's {s} SMs (the default budget; --max-tbs raises it)")
-                }
-                None => format!("the budget of {m}"),
-            };
             fallbacks.push(format!(
-                "{}: {} threadblocks per rank exceed {why}",
+                "{}: {} threadblocks per rank exceed {}",
                 alg.name,
                 program.max_tbs_per_rank(),
+                limit(m)
             ));
             continue;
         }

@@ -80,6 +80,33 @@ impl Algorithm {
         self.transfers.iter().chain(&self.bcast)
     }
 
+    /// The fewest threadblocks a rank's lowering can have: a threadblock
+    /// serves one send connection and one receive connection (peer and
+    /// channel), and splitting a connection's messages over channels only
+    /// adds connections, so the most send or receive connections of any
+    /// rank.
+    pub fn least_threadblocks(&self) -> usize {
+        let n = self.spec.ranks;
+        let mut ends: Vec<(usize, bool, usize, usize)> = self
+            .edges()
+            .flat_map(|t| {
+                [
+                    (t.src, true, t.dst, t.channel),
+                    (t.dst, false, t.src, t.channel),
+                ]
+            })
+            .collect();
+        ends.sort_unstable();
+        ends.dedup();
+        let mut count = vec![[0usize; 2]; n];
+        for &(r, send, _, _) in &ends {
+            if let Some(c) = count.get_mut(r) {
+                c[send as usize] += 1;
+            }
+        }
+        count.iter().map(|c| c[0].max(c[1])).max().unwrap_or(0)
+    }
+
     /// Number of logical channels used.
     pub fn num_channels(&self) -> usize {
         self.edges().map(|t| t.channel + 1).max().unwrap_or(1)
@@ -547,6 +574,30 @@ mod tests {
             });
         }
         Algorithm::reduce_scatter("chain", spec, t)
+    }
+
+    #[test]
+    fn least_threadblocks_counts_a_ranks_connections() {
+        // Each rank sends to one peer and receives from one: 1.
+        assert_eq!(chain_rs().least_threadblocks(), 1);
+        // Direct on 4 ranks, chunk c's senders on channel c % 2: rank 0
+        // sends to 3 peers (one connection each) and receives from 3.
+        let spec = Spec::reduce_scatter(4, 1);
+        let t = (0..4)
+            .flat_map(|c| {
+                (0..4).filter(move |&s| s != c).map(move |s| Transfer {
+                    step: 0,
+                    chunk: c,
+                    src: s,
+                    dst: c,
+                    channel: c % 2,
+                })
+            })
+            .collect();
+        assert_eq!(
+            Algorithm::reduce_scatter("direct", spec, t).least_threadblocks(),
+            3
+        );
     }
 
     #[test]
