@@ -110,7 +110,7 @@ pub struct LowerOptions {
     /// Ranks per host on a machine of identical hosts whose ranks are
     /// numbered host by host (0: none, one host). Where the lowering
     /// breaks a tie by rank or chunk numbers, it reads them relative to
-    /// the first rank of a host ([`Frame`]), so a schedule that is the
+    /// the first rank of a host (`Frame`), so a schedule that is the
     /// same on every host up to the shift from one host to the next lowers
     /// to a program that is too, which the simulator runs as one host's
     /// (src/sim/fold.rs).
@@ -203,17 +203,30 @@ impl LowerError {
 pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError> {
     let max_steps = opts.runtime.max_steps();
     let nlogical = alg.num_channels().max(1);
-    // Transfers per connection; a message moves at most a shard's chunks,
-    // so a connection has at least ⌈k / chunks per shard⌉ messages.
-    let mut per_conn: HashMap<(usize, usize, usize), usize> = HashMap::default();
+    // Messages per connection, at least: a message moves at most a
+    // shard's chunks, all at one step, so a connection has at least
+    // ⌈k / chunks per shard⌉ of them for k transfers, and one per step it
+    // sends at.
+    let mut per_conn: HashMap<(usize, usize, usize), Vec<usize>> = HashMap::default();
     for t in alg.edges() {
-        *per_conn.entry((t.src, t.dst, t.channel)).or_default() += 1;
+        per_conn
+            .entry((t.src, t.dst, t.channel))
+            .or_default()
+            .push(t.step);
     }
     let cps = alg.spec.chunks().max(1);
-    let fewest = |k: usize| k.div_ceil(cps);
+    let per_conn: Vec<usize> = per_conn
+        .into_values()
+        .map(|mut steps| {
+            let k = steps.len();
+            steps.sort_unstable();
+            steps.dedup();
+            steps.len().max(k.div_ceil(cps))
+        })
+        .collect();
     // Skip the ungrouped attempt when some connection alone would carry
     // more messages than a threadblock may have steps.
-    let crowded = per_conn.values().any(|&k| fewest(k) > max_steps);
+    let crowded = per_conn.iter().any(|&k| k > max_steps);
     let first = max_steps.max(1);
     let mut group = if crowded { first } else { usize::MAX };
     // The tree check runs once the channel count may fit (it is
@@ -222,8 +235,8 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
     loop {
         // Channels needed at least with this group size.
         let groups = per_conn
-            .values()
-            .map(|&k| fewest(k).div_ceil(group))
+            .iter()
+            .map(|&k| k.div_ceil(group))
             .max()
             .unwrap_or(1);
         let need = nlogical * groups.max(1);
