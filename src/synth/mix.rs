@@ -34,6 +34,9 @@ const MIX_MAX_CHUNKS: usize = 16;
 /// (the flow synthesizer compares its own optimum with it).
 pub struct MixLp {
     pub families: Vec<Algorithm>,
+    /// Each family's [`link_loads`] (empty where it has a transfer
+    /// without a route, which `lp` reports).
+    pub loads: Vec<HashMap<usize, f64>>,
     pub lp: Result<Mixture, String>,
 }
 
@@ -41,8 +44,23 @@ pub struct MixLp {
 pub fn lp(ctx: &Context) -> Rc<MixLp> {
     ctx.shared(|c| {
         let families = families(c);
-        let lp = solve(c.topo, &families, c.opts.time_limit_s, c.opts.seed);
-        MixLp { families, lp }
+        let mut trees = HashMap::new();
+        let loads: Result<Vec<_>, String> = families
+            .iter()
+            .map(|f| loads_with(c.topo, f, &mut trees))
+            .collect();
+        let (loads, lp) = match loads {
+            Ok(l) => {
+                let lp = solve(c.topo, &l, c.opts.time_limit_s, c.opts.seed);
+                (l, lp)
+            }
+            Err(e) => (vec![HashMap::new(); families.len()], Err(e)),
+        };
+        MixLp {
+            families,
+            loads,
+            lp,
+        }
     })
 }
 
@@ -61,7 +79,7 @@ impl Synthesizer for Mix {
             .map_err(|e| SynthError::failed("mix", e.clone()))?;
         let chunks = match ctx.opts.chunks {
             Some(c) => c,
-            None => best_chunk_count(ctx.topo, &shared.families, m),
+            None => best_chunk_count(ctx.topo, &shared.loads, m),
         };
         let counts = round(&m.weights, chunks);
         // Chunks of a family move together; if that is rejected (a ring
@@ -106,11 +124,7 @@ pub fn families(ctx: &Context) -> Vec<Algorithm> {
 
 /// Smallest C ≤ MIX_MAX_CHUNKS whose rounding stays within 1 % of the LP
 /// optimum (else the best C found).
-fn best_chunk_count(topo: &Topology, fams: &[Algorithm], m: &Mixture) -> usize {
-    let loads: Vec<_> = fams
-        .iter()
-        .map(|f| link_loads(topo, f).unwrap_or_default())
-        .collect();
+fn best_chunk_count(topo: &Topology, loads: &[HashMap<usize, f64>], m: &Mixture) -> usize {
     let util = |counts: &[usize], c: usize| -> f64 {
         let mut per_link: HashMap<usize, f64> = HashMap::new();
         for (i, l) in loads.iter().enumerate() {
@@ -150,35 +164,53 @@ pub struct Mixture {
 /// Bytes each directed link carries per byte of shard, for one family
 /// (with one chunk per shard).
 pub fn link_loads(topo: &Topology, fam: &Algorithm) -> Result<HashMap<usize, f64>, String> {
-    let mut loads: HashMap<usize, f64> = HashMap::new();
-    let mut trees: HashMap<usize, Vec<Option<petgraph::graph::EdgeIndex>>> = HashMap::new();
-    let per_chunk = 1.0 / fam.spec.chunks() as f64;
+    loads_with(topo, fam, &mut HashMap::new())
+}
+
+/// [`link_loads`] with the route trees (per sending rank) kept in `trees`
+/// for the next family: each (sender, receiver) pair is routed once.
+fn loads_with(
+    topo: &Topology,
+    fam: &Algorithm,
+    trees: &mut HashMap<usize, Vec<Option<petgraph::graph::EdgeIndex>>>,
+) -> Result<HashMap<usize, f64>, String> {
+    let mut pairs: HashMap<(usize, usize), usize> = HashMap::new();
     for t in &fam.transfers {
-        let pred = trees.entry(t.src).or_insert_with(|| topo.route_tree(t.src));
+        *pairs.entry((t.src, t.dst)).or_default() += 1;
+    }
+    let mut pairs: Vec<((usize, usize), usize)> = pairs.into_iter().collect();
+    pairs.sort_unstable();
+    let mut loads: HashMap<usize, f64> = HashMap::new();
+    let per_chunk = 1.0 / fam.spec.chunks() as f64;
+    for ((src, dst), k) in pairs {
+        let pred = trees.entry(src).or_insert_with(|| topo.route_tree(src));
         let r = topo
-            .route_from_tree(t.src, t.dst, pred)
-            .ok_or_else(|| format!("no route from rank {} to rank {}", t.src, t.dst))?;
+            .route_from_tree(src, dst, pred)
+            .ok_or_else(|| format!("no route from rank {src} to rank {dst}"))?;
         for e in r.links {
-            *loads.entry(e.index()).or_default() += per_chunk;
+            // k additions, not one product: the same sum, bit for bit,
+            // as adding each transfer's share in turn.
+            let l = loads.entry(e.index()).or_default();
+            for _ in 0..k {
+                *l += per_chunk;
+            }
         }
     }
     Ok(loads)
 }
 
-/// Solve the mixture LP over `families` (each with one chunk per shard).
+/// Solve the mixture LP over families given by their [`link_loads`] (each
+/// with one chunk per shard).
 pub fn solve(
     topo: &Topology,
-    families: &[Algorithm],
+    loads: &[HashMap<usize, f64>],
     time_limit_s: f64,
     seed: u32,
 ) -> Result<Mixture, String> {
+    let families = loads;
     if families.is_empty() {
         return Err("no families to mix".into());
     }
-    let loads: Vec<HashMap<usize, f64>> = families
-        .iter()
-        .map(|f| link_loads(topo, f))
-        .collect::<Result<_, _>>()?;
     let mut vars = ProblemVariables::new();
     let t = vars.add(variable().min(0.0));
     let ys: Vec<_> = families
