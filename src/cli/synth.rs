@@ -226,12 +226,7 @@ pub fn run(a: SynthArgs) -> CliResult {
     let files = match (&selection, to_dir) {
         (Some(sel), true) => {
             let dir = a.output.as_deref().unwrap_or(Path::new("."));
-            let files = write_bands(sel, one.as_ref(), dir, &mut notes)?;
-            let written: Vec<String> = files
-                .iter()
-                .filter_map(|f| Path::new(&f.path).file_name())
-                .map(|n| n.to_string_lossy().to_string())
-                .collect();
+            let (files, written) = write_bands(sel, one.as_ref(), dir, &mut notes)?;
             let rt = opts.lower.runtime;
             if rt != Runtime::Legacy {
                 notes.extend(super::verify_dir::after_writing(dir, rt, &written));
@@ -405,17 +400,22 @@ impl FileOut {
     }
 }
 
+/// File names written and their programs' headers ([`Program::header`]).
+type Written = Vec<(String, Program)>;
+
 /// Write the band files (and fall-through files) into `dir`; notes on
 /// files of other schedules it replaced, and on counts it leaves to the
-/// runtime, go to `notes`.
+/// runtime, go to `notes`. Returns the files and, per file name, its
+/// program's header.
 fn write_bands(
     sel: &Selection,
     one: Option<&Selection>,
     dir: &Path,
     notes: &mut Vec<String>,
-) -> Result<Vec<FileOut>, CliError> {
+) -> Result<(Vec<FileOut>, Written), CliError> {
     std::fs::create_dir_all(dir).map_err(|e| CliError::input(format!("{}: {e}", dir.display())))?;
     let mut out = Vec::new();
+    let mut written = Vec::new();
     let mut files: Vec<(compile::BandFile, &Compiled)> = sel
         .band_files()
         .into_iter()
@@ -450,6 +450,7 @@ fn write_bands(
             }
         }
         write_xml(&f.program, Some(&path))?;
+        written.push((f.name.clone(), f.program.header()));
         out.push(FileOut::new(
             path.display().to_string(),
             c,
@@ -457,7 +458,7 @@ fn write_bands(
             Some(&f.band),
         ));
     }
-    Ok(out)
+    Ok((out, written))
 }
 
 fn print_human(out: &SynthOut, verbose: bool) {

@@ -54,7 +54,7 @@ const TOP_BYTES: u64 = 4 << 30;
 
 pub fn run(dir: &Path, runtime: Option<Runtime>, json: bool) -> CliResult {
     let rt = runtime.unwrap_or(Runtime::Executor);
-    let report = analyze(dir, rt)?;
+    let report = analyze(dir, rt, &[])?;
     let shown = report.dir.clone();
     if json {
         println!(
@@ -81,13 +81,15 @@ pub fn run(dir: &Path, runtime: Option<Runtime>, json: bool) -> CliResult {
 }
 
 /// What `rscc synth -o DIR/` should say about the directory it wrote
-/// `written` into: entries that would break the runtime, and written
-/// files that other files of the directory shadow (another machine's, or
-/// an earlier run's).
-pub(super) fn after_writing(dir: &Path, rt: Runtime, written: &[String]) -> Vec<String> {
-    let Ok(r) = analyze(dir, rt) else {
+/// `written` into (file names and the programs' headers: every field but
+/// `gpus`, which is all selection reads; they are not read back): entries
+/// that would break the runtime, and written files that other files of
+/// the directory shadow (another machine's, or an earlier run's).
+pub(super) fn after_writing(dir: &Path, rt: Runtime, written: &[(String, Program)]) -> Vec<String> {
+    let Ok(r) = analyze(dir, rt, written) else {
         return Vec::new();
     };
+    let written: Vec<String> = written.iter().map(|(n, _)| n.clone()).collect();
     let mut out: Vec<String> = r
         .hazards
         .iter()
@@ -121,8 +123,9 @@ pub(super) fn after_writing(dir: &Path, rt: Runtime, written: &[String]) -> Vec<
     out
 }
 
-/// The directory's selection report under runtime `rt`.
-fn analyze(dir: &Path, rt: Runtime) -> Result<Report, CliError> {
+/// The directory's selection report under runtime `rt`; `known` files
+/// (names and headers rscc has just written for `rt`) are not read.
+fn analyze(dir: &Path, rt: Runtime, known: &[(String, Program)]) -> Result<Report, CliError> {
     if rt == Runtime::Legacy {
         return Err(CliError::input(
             "the legacy runtime reads the files listed in MSCCL_XML_FILES, not a directory; verify them one by one",
@@ -152,6 +155,10 @@ fn analyze(dir: &Path, rt: Runtime) -> Result<Report, CliError> {
     let mut hazards = Vec::new();
     let mut progs: Vec<(String, Program)> = Vec::new();
     for name in &names {
+        if let Some((_, p)) = known.iter().find(|(n, _)| n == name) {
+            progs.push((name.clone(), p.clone()));
+            continue;
+        }
         let path = dir.join(name);
         let text = match std::fs::read(&path) {
             Ok(t) => t,

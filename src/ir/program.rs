@@ -343,6 +343,16 @@ pub struct Program {
 }
 
 impl Program {
+    /// A copy of everything but the GPUs' threadblocks: what a runtime's
+    /// selection reads (op, ranks, chunks, call modes, size band).
+    pub fn header(&self) -> Program {
+        Program {
+            name: self.name.clone(),
+            gpus: Vec::new(),
+            ..*self
+        }
+    }
+
     /// Every step of every threadblock of every rank, in file order.
     pub fn steps(&self) -> impl Iterator<Item = &Step> {
         self.gpus
