@@ -4,6 +4,7 @@
 //! one is tried and the reason kept in [`Compiled::fallbacks`].
 
 use super::{CompileError, CompileOptions, Compiled};
+use crate::ir::msccl::MAX_TBS_PER_CHANNEL;
 use crate::ir::{Program, Topology};
 use crate::lower::{self, LowerError};
 use crate::synth::{Algo, Candidate};
@@ -43,16 +44,22 @@ pub fn first_fit(
         let alg = cand();
         // What cannot fit is not lowered (at 1024 ranks a lowering takes
         // seconds).
-        if let Some(m) = vopts.max_tbs {
-            let least = alg.least_threadblocks();
-            if least > m {
-                fallbacks.push(format!(
-                    "{}: at least {least} threadblocks per rank exceed {}",
-                    alg.name,
-                    limit(m)
-                ));
-                continue;
-            }
+        let least = alg.least_needs();
+        if let Some(m) = vopts.max_tbs.filter(|&m| least.threadblocks > m) {
+            fallbacks.push(format!(
+                "{}: at least {} threadblocks per rank exceed {}",
+                alg.name,
+                least.threadblocks,
+                limit(m)
+            ));
+            continue;
+        }
+        if least.peers_per_channel > MAX_TBS_PER_CHANNEL {
+            fallbacks.push(format!(
+                "{}: a rank has {} peers in one direction on one channel, each a threadblock of its own (at most {MAX_TBS_PER_CHANNEL})",
+                alg.name, least.peers_per_channel
+            ));
+            continue;
         }
         let lopts = if alg.spec.is_fused() { &fused } else { &lopts };
         let program = match lower::lower(&alg, lopts) {

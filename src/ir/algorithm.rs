@@ -42,6 +42,16 @@ pub struct Transfer {
     pub channel: usize,
 }
 
+/// What every lowering of an Algorithm needs at least
+/// ([`Algorithm::least_needs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeastNeeds {
+    /// Threadblocks per rank.
+    pub threadblocks: usize,
+    /// Threadblocks with a peer in one direction on one channel.
+    pub peers_per_channel: usize,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Algorithm {
     pub name: String,
@@ -80,31 +90,44 @@ impl Algorithm {
         self.transfers.iter().chain(&self.bcast)
     }
 
-    /// The fewest threadblocks a rank's lowering can have: a threadblock
-    /// serves one send connection and one receive connection (peer and
-    /// channel), and splitting a connection's messages over channels only
-    /// adds connections, so the most send or receive connections of any
-    /// rank.
-    pub fn least_threadblocks(&self) -> usize {
+    /// What any lowering of it needs at least, from its connections
+    /// (peer and channel, per direction) alone. A threadblock serves one
+    /// send connection and one receive connection, and splitting a
+    /// connection's messages over channels only adds connections (its
+    /// first group stays on its logical channel), so a rank needs as many
+    /// threadblocks as it has send or receive connections, and as many
+    /// with a peer in one direction on one channel as it has peers there.
+    pub fn least_needs(&self) -> LeastNeeds {
         let n = self.spec.ranks;
         let mut ends: Vec<(usize, bool, usize, usize)> = self
             .edges()
             .flat_map(|t| {
                 [
-                    (t.src, true, t.dst, t.channel),
-                    (t.dst, false, t.src, t.channel),
+                    (t.src, true, t.channel, t.dst),
+                    (t.dst, false, t.channel, t.src),
                 ]
             })
             .collect();
         ends.sort_unstable();
         ends.dedup();
         let mut count = vec![[0usize; 2]; n];
-        for &(r, send, _, _) in &ends {
+        let mut per_channel = 0;
+        let mut run = 0;
+        for (i, &(r, send, ch, _)) in ends.iter().enumerate() {
             if let Some(c) = count.get_mut(r) {
                 c[send as usize] += 1;
             }
+            let same = i > 0 && {
+                let (r0, s0, c0, _) = ends[i - 1];
+                (r0, s0, c0) == (r, send, ch)
+            };
+            run = if same { run + 1 } else { 1 };
+            per_channel = per_channel.max(run);
         }
-        count.iter().map(|c| c[0].max(c[1])).max().unwrap_or(0)
+        LeastNeeds {
+            threadblocks: count.iter().map(|c| c[0].max(c[1])).max().unwrap_or(0),
+            peers_per_channel: per_channel,
+        }
     }
 
     /// Number of logical channels used.
@@ -577,9 +600,10 @@ mod tests {
     }
 
     #[test]
-    fn least_threadblocks_counts_a_ranks_connections() {
+    fn least_needs_count_a_ranks_connections() {
         // Each rank sends to one peer and receives from one: 1.
-        assert_eq!(chain_rs().least_threadblocks(), 1);
+        let chain = chain_rs().least_needs();
+        assert_eq!((chain.threadblocks, chain.peers_per_channel), (1, 1));
         // Direct on 4 ranks, chunk c's senders on channel c % 2: rank 0
         // sends to 3 peers (one connection each) and receives from 3.
         let spec = Spec::reduce_scatter(4, 1);
@@ -594,10 +618,9 @@ mod tests {
                 })
             })
             .collect();
-        assert_eq!(
-            Algorithm::reduce_scatter("direct", spec, t).least_threadblocks(),
-            3
-        );
+        let direct = Algorithm::reduce_scatter("direct", spec, t).least_needs();
+        // Rank 0 receives from 3 peers on channel 0 (its own chunk's).
+        assert_eq!((direct.threadblocks, direct.peers_per_channel), (3, 3));
     }
 
     #[test]

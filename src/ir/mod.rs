@@ -10,7 +10,7 @@ pub mod spec;
 pub mod summary;
 pub mod topology;
 
-pub use algorithm::{Algorithm, AlgorithmError, Transfer};
+pub use algorithm::{Algorithm, AlgorithmError, LeastNeeds, Transfer};
 pub use program::{
     Buf, Collective, GpuProgram, Program, Proto, Runtime, Step, StepKind, Threadblock,
 };
