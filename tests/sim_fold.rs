@@ -116,6 +116,32 @@ fn rail_rings_fold_at_their_period() {
     assert_eq!(agree(&p, &t, "16 x DGX-H100 ring"), 2);
 }
 
+/// RCCL's reduced step set on 2 × MI300X: the local `re`/`cpy` passes
+/// share each GPU's memory (a pseudo-link per rank), and the folded run
+/// still predicts the full run's times.
+#[test]
+fn local_passes_fold_with_their_ranks() {
+    let t = hosts("mi300x", 2);
+    let mut o = CompileOptions::algo(Algo::Hier, None);
+    o.lower.runtime = rscc::ir::Runtime::Rccl;
+    let p = compile(&t, &o).unwrap().program;
+    let opts = |fold| SimOptions {
+        fold,
+        ..SimOptions::for_runtime(rscc::ir::Runtime::Rccl)
+    };
+    for size in [1u64 << 10, 1 << 20, 1 << 30] {
+        let f = simulate(&p, &t, size, &opts(true)).unwrap();
+        let full = simulate(&p, &t, size, &opts(false)).unwrap();
+        assert_eq!((f.folded, full.folded), (2, 1));
+        assert!(
+            close(f.time_us, full.time_us, DRIFT),
+            "{size} B: {} vs {}",
+            f.time_us,
+            full.time_us
+        );
+    }
+}
+
 /// A host unlike the others (one NIC slower) breaks the symmetry: the run
 /// is not folded, and still what it was.
 #[test]
