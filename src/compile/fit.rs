@@ -42,8 +42,8 @@ pub fn first_fit(
     };
     for cand in cands {
         let alg = cand();
-        // What cannot fit is not lowered (at 1024 ranks a lowering takes
-        // seconds).
+        // What cannot fit is not lowered (at 1024 ranks a lowering moves
+        // millions of steps).
         let least = alg.least_needs();
         if let Some(m) = vopts.max_tbs.filter(|&m| least.threadblocks > m) {
             fallbacks.push(format!(

@@ -99,17 +99,15 @@ impl Algorithm {
     /// with a peer in one direction on one channel as it has peers there.
     pub fn least_needs(&self) -> LeastNeeds {
         let n = self.spec.ranks;
-        let mut ends: Vec<(usize, bool, usize, usize)> = self
-            .edges()
-            .flat_map(|t| {
-                [
-                    (t.src, true, t.channel, t.dst),
-                    (t.dst, false, t.channel, t.src),
-                ]
-            })
+        // Connections first (far fewer than transfers: every chunk of a
+        // shard crosses the same ones), then both ends of each.
+        let conns: rustc_hash::FxHashSet<(usize, usize, usize)> =
+            self.edges().map(|t| (t.src, t.dst, t.channel)).collect();
+        let mut ends: Vec<(usize, bool, usize, usize)> = conns
+            .into_iter()
+            .flat_map(|(src, dst, ch)| [(src, true, ch, dst), (dst, false, ch, src)])
             .collect();
         ends.sort_unstable();
-        ends.dedup();
         let mut count = vec![[0usize; 2]; n];
         let mut per_channel = 0;
         let mut run = 0;

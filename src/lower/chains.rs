@@ -200,8 +200,9 @@ pub(super) fn build(
 /// One tree's edges (src, dst, step, channel) grouped by the rank they
 /// meet at — the receiver for an in-tree (`by_dst`), the sender for an
 /// out-tree — into `list` as (that rank, step, the other rank, channel),
-/// sorted with the other rank as that rank's frame numbers it, with `start[v]..start[v + 1]` rank v's; and per rank its own
-/// edge toward that rank (rank, step, channel) in `link`.
+/// sorted with the other rank as that rank's `Frame` numbers it, with
+/// `start[v]..start[v + 1]` rank v's; and per rank its own edge toward
+/// that rank (rank, step, channel) in `link`.
 fn tree_csr(
     frame: &super::Frame,
     edges: &[(usize, usize, usize, usize)],

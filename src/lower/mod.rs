@@ -560,13 +560,6 @@ mod tests {
         }
     }
 
-    /// Three ranks, 100 chunks per shard. Shard 0's chunks 1–98 go 2 → 1
-    /// → 0 one step apart (two dense connections of about 100 messages),
-    /// chunks 0 and 99 go 2 → 0 at the first and the last step (a sparse
-    /// connection at both ends of the schedule); shards 1 and 2 move as
-    /// one message each. The dense connections need two channels; the
-    /// sparse one keeps a single threadblock, every threadblock stays
-    /// within 64 steps, and the program verifies.
     #[test]
     fn frames_number_ranks_and_chunks_from_the_host() {
         // 3 hosts of 4 ranks, 2 chunks per shard.
@@ -583,6 +576,13 @@ mod tests {
         assert_eq!((g.rank(7, 3), g.chunk(7, 3)), (3, 3));
     }
 
+    /// Three ranks, 100 chunks per shard. Shard 0's chunks 1–98 go 2 → 1
+    /// → 0 one step apart (two dense connections of about 100 messages),
+    /// chunks 0 and 99 go 2 → 0 at the first and the last step (a sparse
+    /// connection at both ends of the schedule); shards 1 and 2 move as
+    /// one message each. The dense connections need two channels; the
+    /// sparse one keeps a single threadblock, every threadblock stays
+    /// within 64 steps, and the program verifies.
     #[test]
     fn a_sparse_connection_keeps_one_threadblock() {
         let k = 100;

@@ -471,13 +471,15 @@ pub fn simulate(
             });
         }
     }
-    // A link counted more than once on a route (a fold's weight) is not
-    // what `drop_dominated` reasons about.
-    let repeats = conns[..mem_conn].iter().any(|c| {
-        let mut v = c.links.clone();
-        v.sort_unstable();
-        v.windows(2).any(|w| w[0] == w[1])
-    });
+    // A link counted more than once on a route (a fold's weight, or two
+    // links of one orbit) is not what `drop_dominated` reasons about; an
+    // unfolded route crosses each link once.
+    let repeats = fold.is_some()
+        && conns[..mem_conn].iter().any(|c| {
+            let mut v = c.links.clone();
+            v.sort_unstable();
+            v.windows(2).any(|w| w[0] == w[1])
+        });
     if opts.shared_mem.is_none() && !opts.trace && !repeats {
         drop_dominated(&mut conns[..mem_conn], &links[..real_links]);
     }

@@ -190,8 +190,9 @@ pub struct SimResult {
     pub flows: u64,
     /// Bytes carried per link (edge index order), summed over flows.
     pub link_bytes: Vec<f64>,
-    /// How many hosts each simulated threadblock stood for: H where the
-    /// run was folded by its host symmetry (`SimOptions::fold`), else 1.
+    /// How many threadblocks each simulated one stood for: the images of
+    /// its host symmetry where the run was folded (`SimOptions::fold`;
+    /// H / k for a shift by k of H hosts), else 1.
     pub folded: usize,
     pub trace: Option<Trace>,
 }

@@ -207,13 +207,12 @@ pub fn solve(
     time_limit_s: f64,
     seed: u32,
 ) -> Result<Mixture, String> {
-    let families = loads;
-    if families.is_empty() {
+    if loads.is_empty() {
         return Err("no families to mix".into());
     }
     let mut vars = ProblemVariables::new();
     let t = vars.add(variable().min(0.0));
-    let ys: Vec<_> = families
+    let ys: Vec<_> = loads
         .iter()
         .map(|_| vars.add(variable().min(0.0).max(1.0)))
         .collect();
