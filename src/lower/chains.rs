@@ -349,14 +349,14 @@ impl RankChains {
             let mut out: Vec<usize> = Vec::new();
             let mut x = a;
             while x < b {
-                let (s, e) = cx.runs.run(v, x, blocks);
+                let (s, e) = cx.runs.run(v, x);
                 out.push(me.run_tail[&s].0);
                 x = e;
             }
             out
         };
         // 2. The receive.
-        let (ra, rb) = cx.bruns.run(v, bi, blocks);
+        let (ra, rb) = cx.bruns.run(v, bi);
         if let Some((src, step, ch)) = bparent.filter(|_| ra == bi) {
             let c0 = blocks[ra].start as u32;
             let cnt = chunks_of(blocks, ra, rb);
@@ -382,7 +382,7 @@ impl RankChains {
         // The last send to a relay, with its predecessors.
         let mut last_relay: Option<(usize, Vec<usize>)> = None;
         for &&(_, step, dst, ch) in &order {
-            let (ka, kb) = cx.bruns.run(dst, bi, blocks);
+            let (ka, kb) = cx.bruns.run(dst, bi);
             if ka != bi {
                 continue;
             }
@@ -392,7 +392,7 @@ impl RankChains {
             let (mut preds, mut same) = if is_root {
                 (tails(self, ka, kb), kb == ka + 1)
             } else {
-                let (a, b) = cx.bruns.run(v, bi, blocks);
+                let (a, b) = cx.bruns.run(v, bi);
                 (vec![self.brecv[&a]], (ka, kb) == (a, b))
             };
             let relay = in_turn.is_some_and(|relays| relays(dst));
@@ -504,7 +504,7 @@ impl RankChains {
         let (blocks, runs) = (cx.blocks, cx.runs);
         let b = &blocks[bi];
         // v's chain for a run is built at the run's first block.
-        let (rs, re) = runs.run(v, bi, blocks);
+        let (rs, re) = runs.run(v, bi);
         if rs != bi {
             return None;
         }
@@ -516,8 +516,13 @@ impl RankChains {
         let cnt = chunks_of(blocks, rs, re);
         let chain_start = cops.len();
         let is_root = v == b.owner;
+        // Where some rank's message carries this owner's partial sums
+        // together with another owner's, the owner receives them into
+        // scratch like everyone else, and only its last receive (or a copy
+        // after it) writes the output.
+        let root_scratch = is_root && runs.mixed(v);
         let acc_at = |c: u32| {
-            if is_root {
+            if is_root && !root_scratch {
                 Slot::Out(out(c))
             } else {
                 Slot::Acc(c)
@@ -525,9 +530,16 @@ impl RankChains {
         };
         let acc = acc_at(c0);
         let vv = v as u32;
+        let last = children.len().saturating_sub(1);
+        let mut copy_out = None;
         for (j, &(_, step, src, ch)) in children.iter().enumerate() {
-            let (cs, ce) = runs.run(src, bi, blocks);
+            let (cs, ce) = runs.run(src, bi);
             if (cs, ce) == (rs, re) {
+                let dst = if root_scratch && j == last {
+                    Slot::Out(out(c0))
+                } else {
+                    acc
+                };
                 cops.push(ops.len());
                 ops.push(Op {
                     kind: OpKind::RecvReduce,
@@ -535,7 +547,7 @@ impl RankChains {
                     chan: ch as u32,
                     peer: src as u32,
                     src: if j == 0 { Slot::In(c0) } else { acc },
-                    dst: acc,
+                    dst,
                     cnt,
                 });
                 continue;
@@ -556,6 +568,21 @@ impl RankChains {
                 ops.len() - 1
             });
             cops.push(id);
+            if root_scratch && j == last {
+                copy_out = Some(step as u32);
+            }
+        }
+        if let Some(step) = copy_out {
+            cops.push(ops.len());
+            ops.push(Op {
+                kind: OpKind::Copy,
+                key: (step, 2, c0, vv, vv),
+                chan: 0,
+                peer: vv,
+                src: acc,
+                dst: Slot::Out(out(c0)),
+                cnt,
+            });
         }
         if let Some((dst, step, ch)) = parent {
             cops.push(ops.len());
@@ -580,7 +607,7 @@ impl RankChains {
                 chan: 0,
                 peer: vv,
                 src: Slot::In(c0),
-                dst: acc,
+                dst: Slot::Out(out(c0)),
                 cnt,
             });
         }

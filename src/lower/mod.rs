@@ -311,16 +311,16 @@ fn lower_grouped(
     // subtree agrees, whatever the blocks' broadcast trees); a broadcast
     // moves block by block.
     let runs = if spec.coll.reduces() {
-        Runs::new(n, &blocks, &per_chunk)
+        Runs::new(n, &blocks, &per_chunk, true)
     } else {
-        Runs::blocks_only(n)
+        Runs::blocks_only()
     };
     // A broadcast's messages span blocks only in an allreduce (whose
     // blocks the reduction's trees split too), unless asked not to.
     let bruns = if spec.coll == Collective::AllReduce && opts.bcast_runs {
         Runs::broadcast(n, &blocks, &per_bcast)
     } else {
-        Runs::blocks_only(n)
+        Runs::blocks_only()
     };
     let trees = Trees {
         frame: Frame::new(n, opts.host_ranks, spec.chunks()),

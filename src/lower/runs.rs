@@ -1,7 +1,8 @@
 //! Blocks and message runs (item 1 of the module doc): consecutive chunks
-//! with identical trees form a `Block`; per rank, consecutive blocks of
-//! one owner in which that rank's whole reduce subtree is identical form a
-//! run (`Runs::new`), cut further where a receiver's chains need it, and
+//! with identical trees form a `Block`; per rank, consecutive blocks in
+//! which that rank's whole reduce subtree is identical form a run
+//! (`Runs::new`; in a reduce-scatter they may belong to several owners),
+//! cut further where a receiver's chains need it, and
 //! in an allreduce those whose path from the owner in the broadcast tree
 //! agrees form a broadcast run (`Runs::broadcast`).
 
@@ -17,17 +18,24 @@ pub(super) struct Block {
 }
 
 /// Message runs (item 1 of the module doc): per rank, consecutive blocks
-/// of one owner whose partial sums that rank computes identically — its
-/// whole subtree is the same — so it moves them as one message. Only owners
-/// whose shard is several blocks have runs; elsewhere a run is a block.
+/// whose partial sums that rank computes identically — its whole subtree
+/// is the same — so it moves them as one message. The blocks are taken in
+/// groups of consecutive blocks (`groups`); a run never leaves its group,
+/// and a block in no group is a run of its own.
 pub(super) struct Runs {
-    /// Per owner with several blocks: (first block, blocks, offset in
-    /// `cut`).
-    owner: Vec<Option<(usize, usize, usize)>>,
+    /// (first block, blocks, offset in `cut`) per group.
+    groups: Vec<(usize, usize, usize)>,
+    /// Per block its group, `NO_GROUP` where none (empty: none anywhere).
+    group_of: Vec<u32>,
     /// `cut[off + v·(nb − 1) + i]`: rank v's run ends between blocks
     /// first + i and first + i + 1.
     cut: Vec<bool>,
+    /// Per owner: some rank's run holds its blocks and another owner's
+    /// (empty: nowhere).
+    mixed: Vec<bool>,
 }
+
+const NO_GROUP: u32 = u32::MAX;
 
 /// One block's tree: every rank's parent edge (dst, step, channel) and its
 /// children (step, src, channel) sorted as the chains list them.
@@ -70,40 +78,92 @@ impl TreeView {
 
 impl Runs {
     /// Every run one block.
-    pub(super) fn blocks_only(n: usize) -> Runs {
+    pub(super) fn blocks_only() -> Runs {
         Runs {
-            owner: vec![None; n],
+            groups: Vec::new(),
+            group_of: Vec::new(),
             cut: Vec::new(),
+            mixed: Vec::new(),
         }
     }
 
+    /// Blocks [b, e) (at least two) as a group, every rank uncut: its
+    /// offset in `cut`.
+    fn open_group(&mut self, n: usize, nblocks: usize, b: usize, e: usize) -> usize {
+        if self.group_of.is_empty() {
+            self.group_of = vec![NO_GROUP; nblocks];
+        }
+        let off = self.cut.len();
+        self.cut.resize(off + n * (e - b - 1), false);
+        let g = u32::try_from(self.groups.len()).expect("fewer groups than blocks");
+        self.group_of[b..e].iter_mut().for_each(|x| *x = g);
+        self.groups.push((b, e - b, off));
+        off
+    }
+
+    /// The reduction's runs. With `across_owners` (a reduce-scatter) a
+    /// group may span several owners' blocks where some rank sends the
+    /// same way in both blocks of a boundary (`shared_spans`): in a
+    /// butterfly a rank's subtree is the same for consecutive shards, and
+    /// it moves their partial sums as one message. Otherwise a group is
+    /// one owner's blocks.
     pub(super) fn new(
         n: usize,
         blocks: &[Block],
         per_chunk: &[Vec<(usize, usize, usize, usize)>],
+        across_owners: bool,
     ) -> Runs {
-        let mut runs = Runs {
-            owner: vec![None; n],
-            cut: Vec::new(),
+        let mut runs = Runs::blocks_only();
+        let spans = if across_owners {
+            shared_spans(blocks, per_chunk)
+        } else {
+            several_blocks(blocks)
         };
-        for (b, e) in several_blocks(blocks) {
-            let o = blocks[b].owner;
-            let off = runs.cut.len();
-            runs.cut.resize(off + n * (e - b - 1), false);
-            runs.owner[o] = Some((b, e - b, off));
+        for (b, e) in spans {
+            let off = runs.open_group(n, blocks.len(), b, e);
             let views: Vec<TreeView> = (b..e)
                 .map(|x| TreeView::new(n, &per_chunk[blocks[x].start]))
                 .collect();
-            runs.cut_owner(n, o, &blocks[b..e], &views);
+            runs.cut_group(n, off, &blocks[b..e], &views);
+            if blocks[b].owner != blocks[e - 1].owner {
+                runs.mark_mixed(n, blocks, b, e);
+            }
         }
         runs
     }
 
+    /// Whether some rank moves owner o's partial sums in one message with
+    /// another owner's.
+    pub(super) fn mixed(&self, o: usize) -> bool {
+        self.mixed.get(o).copied().unwrap_or(false)
+    }
+
+    /// Mark the owners of group [b, e) that share a run with another.
+    fn mark_mixed(&mut self, n: usize, blocks: &[Block], b: usize, e: usize) {
+        if self.mixed.is_empty() {
+            self.mixed = vec![false; n];
+        }
+        for v in 0..n {
+            let mut x = b;
+            while x < e {
+                let (s, t) = self.run(v, x);
+                if blocks[s].owner != blocks[t - 1].owner {
+                    for y in &blocks[s..t] {
+                        self.mixed[y.owner] = true;
+                    }
+                }
+                x = t;
+            }
+        }
+    }
+
     /// Rank v's run containing block b: blocks [start, end).
-    pub(super) fn run(&self, v: usize, b: usize, blocks: &[Block]) -> (usize, usize) {
-        let Some((first, nb, off)) = self.owner[blocks[b].owner] else {
+    pub(super) fn run(&self, v: usize, b: usize) -> (usize, usize) {
+        let g = self.group_of.get(b).copied().unwrap_or(NO_GROUP);
+        if g == NO_GROUP {
             return (b, b + 1);
-        };
+        }
+        let (first, nb, off) = self.groups[g as usize];
         let cut = &self.cut[off + v * (nb - 1)..off + (v + 1) * (nb - 1)];
         let i = b - first;
         let mut s = i;
@@ -117,18 +177,20 @@ impl Runs {
         (first + s, first + e + 1)
     }
 
-    /// The cuts of one owner's blocks `bl` (trees `views`):
+    /// The cuts of one group's blocks `bl` (trees `views`; its cuts at
+    /// `off` in `cut`):
     /// 1. rank v is cut between blocks i and i + 1 unless its parent edge
     ///    and children agree and every child is uncut there (so its
-    ///    subtree is identical); the owner is always cut;
+    ///    subtree is identical); an owner of either block is always cut;
     /// 2. a run holds at most MAX_CNT chunks, and a parent is cut wherever
     ///    a child is (a message never spans a child's two messages);
     /// 3. a receive that spans several of the receiver's runs is one step
     ///    in all their chains, and an MSCCL step waits on one dependency:
-    ///    it must have the same predecessor in each (or none); where it
-    ///    does not, the child is cut at the receiver's cuts.
-    fn cut_owner(&mut self, n: usize, o: usize, bl: &[Block], views: &[TreeView]) {
-        let (_, nb, off) = self.owner[o].expect("owner with several blocks");
+    ///    it must have the same predecessor in each (or none); the child
+    ///    is cut where the predecessor changes from one of those runs to
+    ///    the next.
+    fn cut_group(&mut self, n: usize, off: usize, bl: &[Block], views: &[TreeView]) {
+        let nb = bl.len();
         let w = nb - 1;
         let at = |v: usize, i: usize| off + v * w + i;
         // Mark v cut at i, and every ancestor (block i's tree) up to the
@@ -145,8 +207,11 @@ impl Runs {
         };
         for i in 0..w {
             let (a, b) = (&views[i], &views[i + 1]);
+            let (oa, ob) = (bl[i].owner, bl[i + 1].owner);
             let differs: Vec<usize> = (0..n)
-                .filter(|&v| v == o || a.parent[v] != b.parent[v] || a.kids(v) != b.kids(v))
+                .filter(|&v| {
+                    v == oa || v == ob || a.parent[v] != b.parent[v] || a.kids(v) != b.kids(v)
+                })
                 .collect();
             for v in differs {
                 mark_up(&mut self.cut, v, i);
@@ -166,25 +231,41 @@ impl Runs {
                 }
             }
         }
-        let run = |cut: &[bool], v: usize, i: usize| {
-            let mut s = i;
-            while s > 0 && !cut[at(v, s - 1)] {
-                s -= 1;
+        // Every rank's run bounds per block, [start, end), kept in step
+        // with the cuts (a group can span every block of a large program).
+        let mut bounds = vec![(0u32, 0u32); n * nb];
+        let fill = |cut: &[bool], bounds: &mut [(u32, u32)], v: usize| {
+            let row = &mut bounds[v * nb..(v + 1) * nb];
+            let mut s = 0u32;
+            for i in 0..nb {
+                if i > 0 && cut[at(v, i - 1)] {
+                    s = i as u32;
+                }
+                row[i].0 = s;
             }
-            let mut e = i;
-            while e < w && !cut[at(v, e)] {
-                e += 1;
+            let mut e = nb as u32;
+            for i in (0..nb).rev() {
+                if i < w && cut[at(v, i)] {
+                    e = i as u32 + 1;
+                }
+                row[i].1 = e;
             }
-            (s, e + 1)
+        };
+        for v in 0..n {
+            fill(&self.cut, &mut bounds, v);
+        }
+        let run = |bounds: &[(u32, u32)], v: usize, i: usize| {
+            let (s, e) = bounds[v * nb + i];
+            (s as usize, e as usize)
         };
         loop {
             let mut changed = false;
             for p in 0..n {
                 let mut qs = 0;
                 while qs < nb {
-                    let (_, qe) = run(&self.cut, p, qs);
+                    let (_, qe) = run(&bounds, p, qs);
                     for &(_, c, _) in views[qs].kids(p) {
-                        let (rs, re) = run(&self.cut, c, qs);
+                        let (rs, re) = run(&bounds, c, qs);
                         if rs != qs || re == qe {
                             continue;
                         }
@@ -192,22 +273,24 @@ impl Runs {
                         let pred = |q: usize| {
                             let kids = views[q].kids(p);
                             let k = kids.iter().position(|x| x.1 == c).expect("child");
-                            (k > 0).then(|| (kids[k - 1].1, run(&self.cut, kids[k - 1].1, q).0))
+                            (k > 0).then(|| (kids[k - 1].1, run(&bounds, kids[k - 1].1, q).0))
                         };
-                        let first = pred(qs);
+                        // Cut the child where the predecessor changes.
+                        let mut before = pred(qs);
                         let mut q = qe;
-                        let mut same = true;
+                        let mut moved = false;
                         while q < re {
-                            same &= pred(q) == first;
-                            q = run(&self.cut, p, q).1;
-                        }
-                        if !same {
-                            for i in rs..re - 1 {
-                                if self.cut[at(p, i)] && !self.cut[at(c, i)] {
-                                    self.cut[at(c, i)] = true;
-                                    changed = true;
-                                }
+                            let here = pred(q);
+                            if here != before && !self.cut[at(c, q - 1)] {
+                                self.cut[at(c, q - 1)] = true;
+                                moved = true;
                             }
+                            before = here;
+                            q = run(&bounds, p, q).1;
+                        }
+                        if moved {
+                            fill(&self.cut, &mut bounds, c);
+                            changed = true;
                         }
                     }
                     qs = qe;
@@ -223,11 +306,44 @@ impl Runs {
 /// The spans [start, end) of consecutive blocks of one owner, where an
 /// owner has several.
 fn several_blocks(blocks: &[Block]) -> Vec<(usize, usize)> {
+    spans(blocks.len(), |x| blocks[x].owner == blocks[x + 1].owner)
+}
+
+/// The spans [start, end) of at least two consecutive blocks in which
+/// every two neighbours have one owner or some rank that sends the same
+/// way in both trees (same parent, step and channel): only there can a
+/// rank's run cross the boundary. Per-chunk edge lists are sorted by
+/// sender, so one merge finds such a rank.
+fn shared_spans(
+    blocks: &[Block],
+    per_chunk: &[Vec<(usize, usize, usize, usize)>],
+) -> Vec<(usize, usize)> {
+    spans(blocks.len(), |x| {
+        let (a, b) = (&blocks[x], &blocks[x + 1]);
+        if a.owner == b.owner {
+            return true;
+        }
+        let (ta, tb) = (&per_chunk[a.start], &per_chunk[b.start]);
+        let (mut i, mut j) = (0, 0);
+        while i < ta.len() && j < tb.len() {
+            match ta[i].cmp(&tb[j]) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => return true,
+            }
+        }
+        false
+    })
+}
+
+/// Maximal spans of at least two of `nb` consecutive blocks whose every
+/// boundary x | x + 1 `joins`.
+fn spans(nb: usize, joins: impl Fn(usize) -> bool) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut b = 0;
-    while b < blocks.len() {
+    while b < nb {
         let mut e = b + 1;
-        while e < blocks.len() && blocks[e].owner == blocks[b].owner {
+        while e < nb && joins(e - 1) {
             e += 1;
         }
         if e - b > 1 {
@@ -308,7 +424,7 @@ impl Runs {
         blocks: &[Block],
         per_bcast: &[Vec<(usize, usize, usize, usize)>],
     ) -> Runs {
-        let mut runs = Runs::blocks_only(n);
+        let mut runs = Runs::blocks_only();
         let parents = |x: usize| -> Vec<Option<(usize, usize, usize)>> {
             let mut p = vec![None; n];
             for &(src, dst, step, ch) in &per_bcast[blocks[x].start] {
@@ -318,10 +434,9 @@ impl Runs {
         };
         for (b, e) in several_blocks(blocks) {
             let o = blocks[b].owner;
-            let (nb, off) = (e - b, runs.cut.len());
+            let nb = e - b;
             let w = nb - 1;
-            runs.cut.resize(off + n * w, false);
-            runs.owner[o] = Some((b, nb, off));
+            let off = runs.open_group(n, blocks.len(), b, e);
             // A run holds at most MAX_CNT chunks: the same cuts for
             // every rank, so nesting holds.
             let mut full = vec![false; w];
