@@ -107,6 +107,26 @@ fn rail_trees_fold_on_sixteen_hosts() {
     assert_eq!(agree(&p, &t, "16 x DGX-A100 hier"), 16);
 }
 
+/// The rails-first butterfly (`hier-pat`): adding H / (most significant
+/// radix) hosts shifts the most significant digit and nothing else, so
+/// on 8 × DGX-H100 (one digit, radix 8) the program is the same on every
+/// host and folds eight ways, and on 16 × DGX-H100 with the one-round
+/// butterfly forced out by the budget (radix 8 over radix 2 at 32
+/// threadblocks per rank) it repeats every 2 hosts and folds eight ways.
+#[test]
+fn butterflies_fold_at_their_top_digit() {
+    let t = hosts("dgx-h100", 8);
+    let p = program(&t, Algo::HierPat, Collective::ReduceScatter);
+    assert!(p.name.contains("hier-pat"), "{}", p.name);
+    assert_eq!(agree(&p, &t, "8 x DGX-H100 hier-pat"), 8);
+    let t = hosts("dgx-h100", 16);
+    let mut o = CompileOptions::algo(Algo::HierPat, None);
+    o.max_tbs = Some(32);
+    let c = compile(&t, &o).expect("hier-pat within 32 threadblocks");
+    assert_eq!(c.algorithm.name, "hier-pat-8-2");
+    assert_eq!(agree(&c.program, &t, "16 x DGX-H100 hier-pat-8-2"), 8);
+}
+
 /// `ring`'s rail rings enter host h at GPU (ring + h) mod 8: on 16 hosts
 /// the program repeats every 8 hosts, and folds two ways.
 #[test]

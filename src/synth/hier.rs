@@ -73,10 +73,20 @@ impl Synthesizer for Hier {
             let hs = hs.clone();
             move || hier_tree(spec, &hs, 0, radices[0], SPREAD + 1)
         }) as super::Candidate;
+        // Rails first: a butterfly over the hosts on every rail, whose
+        // messages each carry many shards, then one host-mate hop; the
+        // fewest α rounds at scale (docs/algorithms.md "Hierarchical").
+        let pat = pat_radices(hs.len())
+            .into_iter()
+            .map(|radices| {
+                let hs = hs.clone();
+                Box::new(move || hier_pat(spec, &hs, &radices)) as super::Candidate
+            })
+            .collect();
         Ok(Offer {
             candidates,
             small,
-            more_small: vec![vec![star]],
+            more_small: vec![vec![star], pat],
             search: None,
         })
     }
@@ -251,6 +261,129 @@ pub fn hier_tree(
 /// (`--algo hier-halving`).
 pub fn hier_halving(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
     build(spec, hosts, 0, Rail::Halving, 1)
+}
+
+/// Most rail peers a rank of `hier_pat` may have (all on one channel:
+/// MSCCL allows 32 threadblocks with a send peer per channel, and the
+/// host-mate hop has a channel of its own).
+pub const PAT_MAX_PEERS: usize = 31;
+
+/// The radices of `hier_pat`'s butterflies over `nh` hosts, each least
+/// significant digit first with product `nh`, in the order the driver
+/// tries them (the first that fits the threadblock budget is scored): the
+/// fewest digits first — a round is a route α — whose rail peers (the sum
+/// of radix − 1) fit [`PAT_MAX_PEERS`]; among as many digits the largest
+/// most significant radix first (the first round's message to each
+/// partner carries nh / radix hosts' shards, and a step moves at most
+/// MAX_CNT chunks), then the largest next one. Empty where no
+/// factorisation fits (a prime above the limit).
+pub fn pat_radices(nh: usize) -> Vec<Vec<usize>> {
+    fn all(
+        rest: usize,
+        most: usize,
+        peers: usize,
+        cur: &mut Vec<usize>,
+        out: &mut Vec<Vec<usize>>,
+    ) {
+        if rest == 1 {
+            out.push(cur.clone());
+            return;
+        }
+        for f in (2..=most.min(rest)).rev() {
+            if rest.is_multiple_of(f) && peers + f - 1 <= PAT_MAX_PEERS {
+                cur.push(f);
+                all(rest / f, f, peers + f - 1, cur, out);
+                cur.pop();
+            }
+        }
+    }
+    let mut found = Vec::new();
+    if nh >= 2 {
+        all(nh, nh, 0, &mut Vec::new(), &mut found);
+    }
+    // Each is most significant first, non-increasing.
+    found.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| b.cmp(a)));
+    found.truncate(PAT_CANDIDATES);
+    found
+        .into_iter()
+        .map(|f| f.into_iter().rev().collect())
+        .collect()
+}
+
+/// Butterflies `hier` offers per request (the driver lowers them in turn
+/// until one fits).
+const PAT_CANDIDATES: usize = 4;
+
+/// Rails first, for small messages at scale (`hier-pat`): per shard of
+/// o = (host h, local index k), on every rail l the GPUs (x, l) reduce
+/// over the hosts to (h, l) along a butterfly — with hosts written in the
+/// mixed-radix digits `radices` (least significant first), host x sends
+/// to x with its most significant digit that differs from h's set to h's,
+/// in round D − 1 − (that digit's place) — and then every (h, l), l ≠ k,
+/// sends the rail's sum to o. A GPU's part of a shard's tree depends only
+/// on where its host first differs from the owner's, so it is the same
+/// for every shard of a range of hosts × every local index: consecutive
+/// shards, which the lowering moves as one message (docs/architecture.md
+/// "Lowering", item 1). That gives D rail rounds of one message per
+/// partner (up to MAX_CNT chunks), where per-shard trees send a message
+/// per shard; it moves every contribution across the rails (H − 1 / H of
+/// the input per NIC, g times what `hier`'s aggregated rails move), so it
+/// serves small sizes.
+pub fn hier_pat(spec: Spec, hosts: &[Vec<usize>], radices: &[usize]) -> Algorithm {
+    let nh = hosts.len();
+    debug_assert_eq!(radices.iter().product::<usize>(), nh);
+    let d = radices.len();
+    let digit = |x: usize, i: usize| {
+        let place: usize = radices[..i].iter().product();
+        (x / place) % radices[i]
+    };
+    let where_ = positions(spec.ranks, hosts);
+    let mut transfers = Vec::new();
+    for (o, &(ho, ko)) in where_.iter().enumerate() {
+        for j in 0..spec.chunks() {
+            let chunk = o * spec.chunks() + j;
+            for (x, members) in hosts.iter().enumerate() {
+                if x != ho {
+                    let p = (0..d)
+                        .rev()
+                        .find(|&i| digit(x, i) != digit(ho, i))
+                        .expect("hosts differ");
+                    let place: usize = radices[..p].iter().product();
+                    let parent = x - digit(x, p) * place + digit(ho, p) * place;
+                    for (l, &s) in members.iter().enumerate() {
+                        transfers.push(Transfer {
+                            step: d - 1 - p,
+                            chunk,
+                            src: s,
+                            dst: hosts[parent][l],
+                            channel: 0,
+                        });
+                    }
+                } else {
+                    for (l, &s) in members.iter().enumerate() {
+                        if l != ko {
+                            transfers.push(Transfer {
+                                step: d,
+                                chunk,
+                                src: s,
+                                dst: members[ko],
+                                channel: 1,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let name = format!(
+        "hier-pat{}",
+        radices
+            .iter()
+            .rev()
+            .map(|f| format!("-{f}"))
+            .collect::<String>()
+    );
+    Algorithm::reduce_scatter(name, spec, transfers)
 }
 
 /// Each of `n` ranks' (host, local index) in `hosts`.
@@ -512,6 +645,77 @@ mod tests {
             } else {
                 let q = (ho + nh - hs_ - 1) % nh;
                 assert!(t.step > q * g && t.step < (q + 1) * g, "{t:?}");
+            }
+        }
+    }
+
+    /// The butterflies' radices multiply to the host count, fit the rail
+    /// peers, come fewest rounds first and then with the largest most
+    /// significant radix; a host count with a prime factor above the limit
+    /// gets none.
+    #[test]
+    fn pat_radices_fewest_rounds_first() {
+        assert_eq!(pat_radices(128)[0], vec![8, 16]);
+        assert_eq!(pat_radices(32)[0], vec![32]);
+        assert_eq!(pat_radices(64)[0], vec![4, 16]);
+        assert_eq!(pat_radices(2), vec![vec![2]]);
+        assert!(pat_radices(37).is_empty());
+        assert!(pat_radices(1).is_empty());
+        for nh in 2..=200usize {
+            let all = pat_radices(nh);
+            for r in &all {
+                assert_eq!(r.iter().product::<usize>(), nh);
+                assert!(r.iter().map(|f| f - 1).sum::<usize>() <= PAT_MAX_PEERS);
+            }
+            assert!(all.windows(2).all(|w| w[0].len() <= w[1].len()), "{nh}");
+        }
+    }
+
+    /// `hier_pat` is a valid in-tree per shard; a GPU's rail transfers of
+    /// a shard depend only on where its host first differs from the
+    /// owner's (so consecutive shards agree), each round crosses the rails
+    /// once per rank and shard, and the last hop stays on the owner's
+    /// host.
+    #[test]
+    fn pat_trees_are_butterflies() {
+        for (nh, g, radices) in [
+            (8usize, 2usize, vec![2usize, 2, 2]),
+            (12, 3, vec![3, 4]),
+            (16, 4, vec![4, 4]),
+            (6, 1, vec![6]),
+        ] {
+            let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..h * g + g).collect()).collect();
+            let spec = Spec::reduce_scatter(nh * g, 1);
+            let a = hier_pat(spec, &hs, &radices);
+            a.check().unwrap_or_else(|e| panic!("{nh} {g}: {e}"));
+            let d = radices.len();
+            for t in &a.transfers {
+                let (hs_, hd, ho) = (t.src / g, t.dst / g, t.chunk / g);
+                if hs_ == hd {
+                    assert_eq!((hs_, t.step, t.dst), (ho, d, t.chunk), "{t:?}");
+                } else {
+                    assert_eq!(t.src % g, t.dst % g, "{t:?}: along a rail");
+                    assert!(t.step < d);
+                }
+            }
+            // Shards of hosts that agree with host x above digit p, and
+            // differ from it at p, see x send identically.
+            let by = |c: usize, s: usize| {
+                a.transfers
+                    .iter()
+                    .find(|t| t.chunk == c && t.src == s)
+                    .map(|t| (t.dst, t.step, t.channel))
+            };
+            for c in 0..nh * g - 1 {
+                let (h1, h2) = (c / g, (c + 1) / g);
+                if h1 != h2 || g == 1 {
+                    continue;
+                }
+                for s in 0..nh * g {
+                    if s / g != h1 {
+                        assert_eq!(by(c, s), by(c + 1, s), "{nh}: shards {c}, {}", c + 1);
+                    }
+                }
             }
         }
     }

@@ -22,6 +22,7 @@ pub mod hier;
 pub mod hring;
 pub mod mix;
 pub mod pack;
+pub mod pat;
 pub mod ring;
 pub mod sccl;
 pub mod tree;
@@ -47,11 +48,12 @@ pub enum Algo {
     Gap,
     HierRing,
     HierHalving,
+    HierPat,
 }
 
 /// Every synthesizer, in the order `auto` compiles them (the ring first:
 /// it is the baseline and always applies).
-pub const REGISTRY: [(Algo, &dyn Synthesizer); 11] = [
+pub const REGISTRY: [(Algo, &dyn Synthesizer); 12] = [
     (Algo::Ring, &ring::Ring),
     (Algo::Direct, &direct::Direct),
     (Algo::Tree, &tree::Tree),
@@ -63,6 +65,7 @@ pub const REGISTRY: [(Algo, &dyn Synthesizer); 11] = [
     (Algo::Gap, &gap::GapSynth),
     (Algo::HierRing, &hring::HierRing),
     (Algo::HierHalving, &halving::HierHalving),
+    (Algo::HierPat, &pat::HierPat),
 ];
 
 impl Algo {
