@@ -366,13 +366,13 @@ fn messages(p: &rscc::ir::Program) -> usize {
 }
 
 /// The halves lowered as their own ops, and the pair's allreduce lowered
-/// with `bcast_runs`; None when a half alone does not verify (the pair
-/// is then not the question).
+/// with `(bcast_runs, bcast_edges)`; None when a half alone does not
+/// verify (the pair is then not the question).
 fn pair_and_halves(
     rs: &Algorithm,
     ag: &Algorithm,
     separate: bool,
-    bcast_runs: bool,
+    (bcast_runs, bcast_edges): (bool, bool),
 ) -> Option<(Result<rscc::ir::Program, String>, usize)> {
     let opts = LowerOptions {
         max_bytes: 1,
@@ -385,7 +385,11 @@ fn pair_and_halves(
     };
     let sum = alone(rs)? + alone(ag)?;
     let ar = Algorithm::paired(rs, ag, separate).expect("a reduce-scatter and an allgather");
-    let opts = LowerOptions { bcast_runs, ..opts };
+    let opts = LowerOptions {
+        bcast_runs,
+        bcast_edges,
+        ..opts
+    };
     let p = lower(&ar, &opts).map_err(|e| e.to_string()).and_then(|p| {
         verify(&p, &VerifyOptions::default())
             .map(|_| p)
@@ -396,25 +400,28 @@ fn pair_and_halves(
 
 /// A pair of halves chunked differently — pieces 1, 2, 3 (12 chunks per
 /// shard) and pieces 1, 2 (6 per shard, refined to 12): each cuts the
-/// other's blocks. With broadcast runs the pair moves no more messages
-/// than its halves alone (fewer: an allgather alone moves block by block,
-/// and the pair's broadcast also merges its own blocks where a rank's
-/// path agrees); block by block it moves more than the halves, several of
-/// one step on one connection, a shape that can deadlock (it does here).
+/// other's blocks. With broadcast runs, by path or by edge, the pair
+/// moves no more messages than its halves alone (the allgather alone
+/// runs by edge); block by block it moves more than the halves, several
+/// of one step on one connection, a shape that can deadlock (it does
+/// here).
 #[test]
 fn a_pair_keeps_each_halfs_messages() {
     let rs = pieces_on_a_ring(&[1, 2, 3]);
     let ag = pieces_on_a_ring(&[1, 2]).allgather_dual();
     for separate in [true, false] {
-        let (p, sum) = pair_and_halves(&rs, &ag, separate, true).expect("the halves verify");
-        let p = p.unwrap();
-        assert_eq!(p.coll, Collective::AllReduce);
-        assert!(
-            messages(&p) <= sum,
-            "separate {separate}: {} > {sum}",
-            messages(&p)
-        );
-        let (q, _) = pair_and_halves(&rs, &ag, separate, false).unwrap();
+        for edges in [false, true] {
+            let (p, sum) =
+                pair_and_halves(&rs, &ag, separate, (true, edges)).expect("the halves verify");
+            let p = p.unwrap();
+            assert_eq!(p.coll, Collective::AllReduce);
+            assert!(
+                messages(&p) <= sum,
+                "separate {separate} edges {edges}: {} > {sum}",
+                messages(&p)
+            );
+        }
+        let (q, sum) = pair_and_halves(&rs, &ag, separate, (false, false)).unwrap();
         match q {
             Ok(q) => assert!(
                 messages(&q) > sum,
@@ -430,19 +437,20 @@ proptest! {
     #![proptest_config(fixed_cases(96))]
     /// Pairs of two random, differently chunked halves (shared subtrees,
     /// the second an allgather dual) lower and verify in every form
-    /// whenever each half does alone, and with broadcast runs move no more
-    /// messages than the two halves alone.
+    /// (broadcast runs by path, by edge, none) whenever each half does
+    /// alone, and with runs by edge, as the allgather alone has them, move
+    /// no more messages than the two halves alone.
     #[test]
     fn pairs_of_differently_chunked_halves_lower_and_verify(n in 2usize..7, c1 in 1usize..5, c2 in 1usize..5, s1 in proptest::collection::vec(any::<u32>(), 1..64), s2 in proptest::collection::vec(any::<u32>(), 1..64)) {
         let rs = shared_subtrees(n, c1, s1);
         let ag = shared_subtrees(n, c2, s2).allgather_dual();
         for separate in [true, false] {
-            for bcast_runs in [true, false] {
-                let Some((p, sum)) = pair_and_halves(&rs, &ag, separate, bcast_runs) else {
+            for form in [(true, true), (true, false), (false, false)] {
+                let Some((p, sum)) = pair_and_halves(&rs, &ag, separate, form) else {
                     return Ok(());
                 };
-                prop_assert!(p.is_ok(), "separate {} runs {}: {}", separate, bcast_runs, p.unwrap_err());
-                if bcast_runs {
+                prop_assert!(p.is_ok(), "separate {} runs {:?}: {}", separate, form, p.unwrap_err());
+                if form == (true, true) {
                     let m = messages(p.as_ref().unwrap());
                     prop_assert!(m <= sum, "{} messages, halves {}", m, sum);
                 }

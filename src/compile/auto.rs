@@ -197,6 +197,60 @@ fn candidates(
                 .collect();
             found.extend(plain);
         }
+        // An allgather or allreduce also with its broadcast block by block
+        // where its broadcast runs merge blocks, and an allreduce's also
+        // with its runs by edge where they differ from by path
+        // (LowerOptions::bcast_runs, bcast_edges): smaller messages are
+        // forwarded sooner, which wins at medium sizes on some machines,
+        // and larger ones pay fewer α rounds, which wins elsewhere.
+        if opts.op != Collective::ReduceScatter && opts.lower.bcast_runs {
+            let forms_of: Vec<(bool, bool)> = found[..forms]
+                .iter()
+                .map(|c| crate::lower::broadcast_runs(&c.algorithm))
+                .collect();
+            for (suffix, lower) in [
+                (
+                    "blockwise",
+                    crate::lower::LowerOptions {
+                        bcast_runs: false,
+                        ..opts.lower.clone()
+                    },
+                ),
+                (
+                    "edges",
+                    crate::lower::LowerOptions {
+                        bcast_edges: true,
+                        ..opts.lower.clone()
+                    },
+                ),
+            ] {
+                let o = CompileOptions {
+                    lower,
+                    ..opts.clone()
+                };
+                let more: Vec<Compiled> = found[..forms]
+                    .iter()
+                    .zip(&forms_of)
+                    .filter(
+                        |(_, &(merge, differ))| {
+                            if suffix == "blockwise" {
+                                merge
+                            } else {
+                                differ
+                            }
+                        },
+                    )
+                    .filter_map(|(c, _)| {
+                        let mut a = c.algorithm.clone();
+                        a.name = format!("{}-{suffix}", a.name);
+                        let limited = c.max_size.is_some();
+                        let cand = vec![crate::synth::ready(a)];
+                        super::fit::first_fit(t.topo, c.algo, cand, &o, limited).ok()
+                    })
+                    .collect();
+                found.extend(more);
+            }
+        }
         // An allgather or allreduce also with each rank's broadcast sends
         // to its relays in turn (LowerOptions::relays_in_turn), where some
         // rank sends a chunk to two relays on other hosts (through its

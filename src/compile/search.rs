@@ -23,7 +23,15 @@ pub(crate) fn run(
 ) -> Result<Yield, CompileError> {
     let topo = t.topo;
     let op = t.op;
-    let lopts = opts.lower_options(topo, algo, false);
+    // An allgather plan's broadcast is scored block by block (an
+    // allreduce's by path, its default): with runs by edge, the plan that
+    // wins at the search's size can lose at the sizes around it (the
+    // 8-GCD gfx90a dump's allgather: 1 MiB 90.4 → 84.5 % of the bound),
+    // and `auto` scores the plan the search keeps in every form.
+    let mut lopts = opts.lower_options(topo, algo, false);
+    if op == crate::ir::Collective::AllGather {
+        lopts.bcast_runs = false;
+    }
     let sms = Some(opts.tb_budget(topo));
     let simopts = SimOptions::for_runtime(opts.lower.runtime);
     let size = search.score_size();

@@ -170,7 +170,10 @@ pub(super) fn build(
             let rc = &mut out[v - lo];
             match spec.coll {
                 Collective::ReduceScatter => rc.push_run(&cx, v, bi, children(), parent[v], false),
-                Collective::AllGather => {
+                Collective::AllReduce if pass == 0 => {
+                    rc.push_run(&cx, v, bi, children(), parent[v], true)
+                }
+                Collective::AllGather | Collective::AllReduce => {
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
                     // Children that forward the block: their own children
                     // in its tree.
@@ -178,18 +181,8 @@ pub(super) fn build(
                     let in_turn = trees
                         .relays_in_turn
                         .then_some(&relays as &dyn Fn(usize) -> bool);
-                    rc.push_both(&cx, v, bi, bparent[v], kids, in_turn)
-                }
-                Collective::AllReduce if pass == 0 => {
-                    rc.push_run(&cx, v, bi, children(), parent[v], true)
-                }
-                Collective::AllReduce => {
-                    let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
-                    let relays = |u: usize| bkid_start[u + 1] > bkid_start[u];
-                    let in_turn = trees
-                        .relays_in_turn
-                        .then_some(&relays as &dyn Fn(usize) -> bool);
-                    rc.push_ar_bcast(&cx, v, bi, bparent[v], kids, in_turn)
+                    let reduce = spec.coll == Collective::AllReduce;
+                    rc.push_bcast(&cx, v, bi, bparent[v], kids, in_turn, reduce)
                 }
             }
         }
@@ -232,67 +225,6 @@ fn tree_csr(
 }
 
 impl RankChains {
-    /// Rank v's chains for block `bi` of an allgather (runs are blocks
-    /// there): receive from `bparent` (src, step, channel) into the output
-    /// slot, or at the owner copy its input there, and one send per child
-    /// in `bkids` (src, step, dst, channel). With `in_turn` (which
-    /// children relay the block), the sends to relays come first, one
-    /// chain in step order, and the sends to leaves each a chain of its
-    /// own behind the head ([`LowerOptions::relays_in_turn`](super::LowerOptions)).
-    fn push_both(
-        &mut self,
-        cx: &Ctx,
-        v: usize,
-        bi: usize,
-        bparent: Option<(usize, usize, usize)>,
-        bkids: &[(usize, usize, usize, usize)],
-        in_turn: Option<&dyn Fn(usize) -> bool>,
-    ) {
-        let b = &cx.blocks[bi];
-        let (c0, cnt) = (b.start as u32, b.len as u32);
-        let vv = v as u32;
-        let out = Slot::Out(c0);
-        let chain_start = self.chain_ops.len();
-        if v == b.owner {
-            let own = Slot::In(c0 - (v * cx.cps) as u32);
-            self.push_copy(vv, c0, own, out, cnt);
-        }
-        if let Some((src, step, ch)) = bparent {
-            self.push_op(Op {
-                kind: OpKind::Recv,
-                key: (step as u32, 1, c0, src as u32, vv),
-                chan: ch as u32,
-                peer: src as u32,
-                src: out,
-                dst: out,
-                cnt,
-            });
-        }
-        // The broadcast's head: the receive, or the owner's copy. The
-        // first send continues the chain; every further send is a chain
-        // of its own behind the head.
-        let head = *self.chain_ops.last().expect("a broadcast head");
-        let mut first_end = self.chain_ops.len();
-        let mut order: Vec<&(usize, usize, usize, usize)> = bkids.iter().collect();
-        if let Some(relays) = in_turn {
-            // Stable: relays first, each group in (step, dst) order.
-            order.sort_by_key(|&&(_, _, dst, _)| !relays(dst));
-        }
-        for (k, &&(_, step, dst, ch)) in order.iter().enumerate() {
-            let op = Self::bsend(vv, c0, step, dst, ch, cnt);
-            if k == 0 || in_turn.is_some_and(|relays| relays(dst)) {
-                self.push_op(op);
-                first_end = self.chain_ops.len();
-            } else {
-                let s = self.chain_ops.len();
-                self.chain_ops.push(head);
-                self.push_op(op);
-                self.chains.push(s..self.chain_ops.len());
-            }
-        }
-        self.chains.push(chain_start..first_end);
-    }
-
     /// A broadcast send of `cnt` chunks from `c0` (output slots) to `dst`.
     fn bsend(v: u32, c0: u32, step: usize, dst: usize, ch: usize, cnt: u32) -> Op {
         Op {
@@ -306,17 +238,22 @@ impl RankChains {
         }
     }
 
-    /// Rank v's broadcast for block `bi` of an allreduce, once every
-    /// reduction is built:
-    /// 1. at the first block of v's reduction run, that run's chain;
+    /// Rank v's broadcast for block `bi`, in an allreduce (`reduce`) once
+    /// every reduction is built:
+    /// 1. at the first block of v's reduction run, that run's chain (an
+    ///    allgather: at the owner, the copy of its input to its output);
     /// 2. at the first block of v's broadcast receive run, the receive
-    ///    from `bparent` (src, step, channel) of the whole run, after the
-    ///    last reduce op of every reduction run it overlaps (the receive
-    ///    overwrites, in place, the input those sends read);
-    /// 3. per child in `bkids` (src, step, dst, channel) whose receive run
-    ///    starts here, the send of that run: after v's receive (the
-    ///    child's run nests in v's), or at the owner after the reduction
-    ///    of every block it spans.
+    ///    from `bparent` (src, step, channel) of the whole run, in an
+    ///    allreduce after the last reduce op of every reduction run it
+    ///    overlaps (the receive overwrites, in place, the input those
+    ///    sends read);
+    /// 3. per child in `bkids` (src, step, dst, channel), the send of the
+    ///    child's receive run, after whatever wrote each of its blocks at
+    ///    v: v's receive of the run holding it, or at the owner its
+    ///    reduction (the copy). It is made at the first block of the
+    ///    child's run where those exist: there, or where an allgather's
+    ///    run spans shards v received in later runs or owns, at the last
+    ///    of them.
     ///
     /// The first op of 2 or 3 that moves exactly the range of the op
     /// before it continues that op's chain (so a reduction's last receive
@@ -325,7 +262,8 @@ impl RankChains {
     /// predecessors are `joins`. With `in_turn` (which children relay the
     /// block), the sends to relays come first, each after the one before
     /// ([`LowerOptions::relays_in_turn`](super::LowerOptions)).
-    fn push_ar_bcast(
+    #[allow(clippy::too_many_arguments)]
+    fn push_bcast(
         &mut self,
         cx: &Ctx,
         v: usize,
@@ -333,16 +271,27 @@ impl RankChains {
         bparent: Option<(usize, usize, usize)>,
         bkids: &[(usize, usize, usize, usize)],
         in_turn: Option<&dyn Fn(usize) -> bool>,
+        reduce: bool,
     ) {
         let blocks = cx.blocks;
         let vv = v as u32;
-        let is_root = v == blocks[bi].owner;
-        // 1. `open` is the reduction's chain while it may continue.
+        // 1. `open` is the reduction's chain (the copy's) while it may
+        // continue.
         let mut open = None;
-        if let Some((_, chain)) = self.run_tail.get_mut(&bi) {
-            let chain = std::mem::take(chain);
+        if reduce {
+            if let Some((_, chain)) = self.run_tail.get_mut(&bi) {
+                let chain = std::mem::take(chain);
+                open = Some(self.chain_ops.len());
+                self.chain_ops.extend(chain);
+            }
+        } else if v == blocks[bi].owner {
+            let b = &blocks[bi];
+            let c0 = b.start as u32;
             open = Some(self.chain_ops.len());
-            self.chain_ops.extend(chain);
+            let id = self.ops.len();
+            let own = Slot::In(c0 - (v * cx.cps) as u32);
+            self.push_copy(vv, c0, own, Slot::Out(c0), b.len as u32);
+            self.run_tail.insert(bi, (id, Vec::new()));
         }
         // The distinct reduction tails of blocks [a, b), in order.
         let tails = |me: &Self, a: usize, b: usize| -> Vec<usize> {
@@ -354,6 +303,31 @@ impl RankChains {
                 x = e;
             }
             out
+        };
+        // What wrote blocks [a, b) at v, in order, and the block at which
+        // the last of them exists.
+        let writers = |me: &Self, a: usize, b: usize| -> (Vec<usize>, usize) {
+            let mut out: Vec<usize> = Vec::new();
+            let mut ready = a;
+            let mut x = a;
+            while x < b {
+                let (id, next) = if blocks[x].owner == v {
+                    let (s, e) = cx.runs.run(v, x);
+                    if !reduce {
+                        ready = ready.max(x);
+                    }
+                    (me.run_tail.get(&s).map(|t| t.0), e)
+                } else {
+                    let (s, e) = cx.bruns.run(v, x);
+                    ready = ready.max(s);
+                    (me.brecv.get(&s).copied(), e)
+                };
+                if let Some(id) = id.filter(|id| !out.contains(id)) {
+                    out.push(id);
+                }
+                x = next;
+            }
+            (out, ready)
         };
         // 2. The receive.
         let (ra, rb) = cx.bruns.run(v, bi);
@@ -369,7 +343,11 @@ impl RankChains {
                 dst: Slot::Out(c0),
                 cnt,
             };
-            let preds = tails(self, ra, rb);
+            let preds = if reduce {
+                tails(self, ra, rb)
+            } else {
+                Vec::new()
+            };
             let id = self.place(op, &preds, true, &mut open);
             self.brecv.insert(ra, id);
         }
@@ -383,18 +361,24 @@ impl RankChains {
         let mut last_relay: Option<(usize, Vec<usize>)> = None;
         for &&(_, step, dst, ch) in &order {
             let (ka, kb) = cx.bruns.run(dst, bi);
-            if ka != bi {
+            let (mut preds, ready) = writers(self, ka, kb);
+            if ready != bi {
                 continue;
             }
+            debug_assert!(
+                !preds.is_empty(),
+                "rank {v} sends blocks {ka}..{kb} it has not"
+            );
             let c0 = blocks[ka].start as u32;
             let cnt = chunks_of(blocks, ka, kb);
             let op = Self::bsend(vv, c0, step, dst, ch, cnt);
-            let (mut preds, mut same) = if is_root {
-                (tails(self, ka, kb), kb == ka + 1)
-            } else {
-                let (a, b) = cx.bruns.run(v, bi);
-                (vec![self.brecv[&a]], (ka, kb) == (a, b))
-            };
+            // It moves exactly what its one predecessor wrote.
+            let mut same = preds.len() == 1
+                && if blocks[ka].owner == v {
+                    kb == ka + 1
+                } else {
+                    cx.bruns.run(v, ka) == (ka, kb)
+                };
             let relay = in_turn.is_some_and(|relays| relays(dst));
             let own = preds.clone();
             if let Some((prev, prev_preds)) = last_relay.as_ref().filter(|_| relay) {
@@ -418,11 +402,11 @@ impl RankChains {
     /// `joins`): it continues the open chain (`open`, its start) when
     /// `same` (it moves the range of the chain's last op) and that op is
     /// its first predecessor; otherwise the open chain closes and `op`
-    /// heads a chain of its own behind that predecessor. `op`'s chain is
-    /// left open. Returns `op`'s id.
+    /// heads a chain of its own behind that predecessor (or with none,
+    /// first in it). `op`'s chain is left open. Returns `op`'s id.
     fn place(&mut self, op: Op, preds: &[usize], same: bool, open: &mut Option<usize>) -> usize {
         let id = self.ops.len();
-        let continues = same && preds.first() == self.chain_ops.last();
+        let continues = same && !preds.is_empty() && preds.first() == self.chain_ops.last();
         match open.take() {
             Some(start) if continues => {
                 self.push_op(op);
@@ -433,12 +417,14 @@ impl RankChains {
                     self.chains.push(start..self.chain_ops.len());
                 }
                 let s = self.chain_ops.len();
-                self.chain_ops.push(preds[0]);
+                if let Some(&p) = preds.first() {
+                    self.chain_ops.push(p);
+                }
                 self.push_op(op);
                 *open = Some(s);
             }
         }
-        self.joins.extend(preds[1..].iter().map(|&p| (id, p)));
+        self.joins.extend(preds.iter().skip(1).map(|&p| (id, p)));
         id
     }
 
@@ -464,7 +450,7 @@ impl RankChains {
     /// children (dst, step, src, channel) in block bi's tree, `parent` its
     /// parent edge (dst, step, channel). The owner's accumulator is its
     /// output shard, or in an allreduce (`allreduce`) o at the global
-    /// chunk index, whose chain is kept for [`RankChains::push_ar_bcast`].
+    /// chunk index, whose chain is kept for [`RankChains::push_bcast`].
     fn push_run(
         &mut self,
         cx: &Ctx,

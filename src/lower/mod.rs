@@ -4,18 +4,20 @@
 //! One mechanism does it all (docs/architecture.md "Lowering"):
 //! 1. chunks whose trees are identical and whose indices are consecutive
 //!    form a *block* that moves as one multi-chunk step (`cnt` > 1); and
-//!    per rank, consecutive blocks of one owner in which that rank's whole
-//!    reduce subtree is identical form a *run* it moves as one message
-//!    (its receives, reduction and send once for the run). The receiver
-//!    of such a message may split the run further — a receive then spans
-//!    several of its chains and must head them all or follow one op they
-//!    share, else the sender's run is cut there too (`Runs`). An
-//!    allreduce's broadcast has runs of its own (`Runs::broadcast`): a rank
-//!    receives as one message the consecutive blocks whose path from the
-//!    owner agrees, and forwards sub-ranges of it. Both matter where the
-//!    two trees of a chunk change at different chunks — a pair of two
-//!    synthesizers' halves — which cuts the blocks at both halves'
-//!    boundaries: each half still moves its own messages;
+//!    per rank, consecutive blocks (of one owner or several) in which that
+//!    rank's whole reduce subtree is identical form a *run* it moves as
+//!    one message (its receives, reduction and send once for the run).
+//!    The receiver of such a message may split the run further — a
+//!    receive then spans several of its chains and must head them all or
+//!    follow one op they share, else the sender's run is cut there too
+//!    (`Runs`). A broadcast has runs of its own: an allgather's
+//!    (`Runs::edges`) are the consecutive blocks a rank receives over one
+//!    edge, which its parent sends once it has them all; an allreduce's
+//!    (`Runs::broadcast`) those of one owner whose path from the owner
+//!    agrees, nested in the parent's (by edge with `bcast_edges`). Both
+//!    matter where the two trees of a chunk change at different chunks —
+//!    a pair of two synthesizers' halves — which cuts the blocks at both
+//!    halves' boundaries: each half still moves its own messages;
 //! 2. per rank and block, the tree gives a chain of operations: receive-and-
 //!    reduce each child's partial sum into an accumulator (the output slot at
 //!    the owner, a scratch slot elsewhere), then send the accumulator to the
@@ -82,12 +84,20 @@ pub struct LowerOptions {
     pub min_bytes: i64,
     /// `maxBytes` to write (0 = no limit for the executor).
     pub max_bytes: i64,
-    /// An allreduce's broadcast moves, per rank, one message over
-    /// consecutive blocks whose path from the owner agrees (blocks the
-    /// reduction's trees split: a pair of two synthesizers' halves).
-    /// Without, it moves block by block: more, smaller messages, which a
-    /// rank forwards sooner (`auto` scores a pair both ways).
+    /// A broadcast moves, per rank, one message over consecutive blocks:
+    /// an allgather's (and with `bcast_edges` an allreduce's) those it
+    /// receives over the same edge, whatever their owners or the rest of
+    /// their trees (a tree's pieces, a butterfly's shards), its parent
+    /// sending it once it has them all; an allreduce's those of one owner
+    /// whose path from the owner agrees (blocks the reduction's trees
+    /// split: a pair of two synthesizers' halves), which nest in its
+    /// parent's. Without, it moves block by block: more, smaller
+    /// messages, which a rank forwards sooner (`auto` scores both).
     pub bcast_runs: bool,
+    /// An allreduce's broadcast runs by edge, as an allgather's (fewer,
+    /// larger messages than by path; `auto` scores both where they
+    /// differ).
+    pub bcast_edges: bool,
     /// Threadblocks per rank the program may use (the compile's budget).
     /// A runtime without fused steps spends what the lowering leaves of
     /// it on send threadblocks (`reduced`); the runtime's own limit
@@ -128,6 +138,7 @@ impl Default for LowerOptions {
             min_bytes: 0,
             max_bytes: 0,
             bcast_runs: true,
+            bcast_edges: false,
             max_tbs: usize::MAX,
             send_tbs: true,
             relays_in_turn: false,
@@ -284,6 +295,27 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
     }
 }
 
+/// How `alg`'s broadcast runs (`LowerOptions::bcast_runs`) compare, as
+/// (by edge they merge some blocks, by edge they differ from by path): an
+/// allgather's are by edge; where they merge nothing, lowering block by
+/// block gives the same program, and where an allreduce's by edge equal
+/// its by path, so does `bcast_edges`.
+pub fn broadcast_runs(alg: &Algorithm) -> (bool, bool) {
+    let spec = alg.spec;
+    if spec.coll == Collective::ReduceScatter {
+        return (false, false);
+    }
+    let total = spec.total_chunks();
+    let per_chunk = runs::per_chunk(&alg.transfers, total);
+    let per_bcast = runs::per_chunk(&alg.bcast, total);
+    let blocks = runs::blocks(spec, &per_chunk, &per_bcast);
+    let n = spec.ranks;
+    let edges = Runs::edges(n, &blocks, &per_bcast);
+    let differ = spec.coll == Collective::AllReduce
+        && !edges.same_as(&Runs::broadcast(n, &blocks, &per_bcast), n, blocks.len());
+    (edges.merges(), differ)
+}
+
 /// Lower with every connection's messages in groups of at most `group`
 /// (usize::MAX: one group), group g of logical channel l on MSCCL
 /// channel g · logical channels + l.
@@ -307,20 +339,20 @@ fn lower_grouped(
     let ranges: Vec<std::ops::Range<usize>> = (0..parts_n)
         .map(|k| k * per..((k + 1) * per).min(n))
         .collect();
-    // Messages that span blocks are reductions' (a rank's whole reduce
-    // subtree agrees, whatever the blocks' broadcast trees); a broadcast
-    // moves block by block.
+    // A reduction's message spans the blocks in which a rank's whole
+    // reduce subtree agrees (whatever the blocks' broadcast trees); a
+    // broadcast's, those a rank receives over one edge, unless asked not
+    // to.
     let runs = if spec.coll.reduces() {
-        Runs::new(n, &blocks, &per_chunk, true)
+        Runs::new(n, &blocks, &per_chunk)
     } else {
         Runs::blocks_only()
     };
-    // A broadcast's messages span blocks only in an allreduce (whose
-    // blocks the reduction's trees split too), unless asked not to.
-    let bruns = if spec.coll == Collective::AllReduce && opts.bcast_runs {
-        Runs::broadcast(n, &blocks, &per_bcast)
-    } else {
-        Runs::blocks_only()
+    let bruns = match spec.coll {
+        _ if !opts.bcast_runs => Runs::blocks_only(),
+        Collective::AllReduce if !opts.bcast_edges => Runs::broadcast(n, &blocks, &per_bcast),
+        Collective::AllReduce | Collective::AllGather => Runs::edges(n, &blocks, &per_bcast),
+        Collective::ReduceScatter => Runs::blocks_only(),
     };
     let trees = Trees {
         frame: Frame::new(n, opts.host_ranks, spec.chunks()),

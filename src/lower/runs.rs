@@ -1,10 +1,11 @@
 //! Blocks and message runs (item 1 of the module doc): consecutive chunks
 //! with identical trees form a `Block`; per rank, consecutive blocks in
 //! which that rank's whole reduce subtree is identical form a run
-//! (`Runs::new`; in a reduce-scatter they may belong to several owners),
-//! cut further where a receiver's chains need it, and
-//! in an allreduce those whose path from the owner in the broadcast tree
-//! agrees form a broadcast run (`Runs::broadcast`).
+//! (`Runs::new`; they may belong to several owners),
+//! cut further where a receiver's chains need it, and those a rank
+//! receives over one broadcast edge (in an allreduce by default: whose
+//! path from the owner agrees) form a broadcast run (`Runs::edges`,
+//! `Runs::broadcast`).
 
 use crate::ir::msccl::MAX_CNT;
 use crate::ir::{Spec, Transfer};
@@ -101,24 +102,17 @@ impl Runs {
         off
     }
 
-    /// The reduction's runs. With `across_owners` (a reduce-scatter) a
-    /// group may span several owners' blocks where some rank sends the
-    /// same way in both blocks of a boundary (`shared_spans`): in a
-    /// butterfly a rank's subtree is the same for consecutive shards, and
-    /// it moves their partial sums as one message. Otherwise a group is
-    /// one owner's blocks.
+    /// The reduction's runs. A group may span several owners' blocks
+    /// where some rank sends the same way in both blocks of a boundary
+    /// (`shared_spans`): in a butterfly a rank's subtree is the same for
+    /// consecutive shards, and it moves their partial sums as one message.
     pub(super) fn new(
         n: usize,
         blocks: &[Block],
         per_chunk: &[Vec<(usize, usize, usize, usize)>],
-        across_owners: bool,
     ) -> Runs {
         let mut runs = Runs::blocks_only();
-        let spans = if across_owners {
-            shared_spans(blocks, per_chunk)
-        } else {
-            several_blocks(blocks)
-        };
+        let spans = shared_spans(blocks, per_chunk);
         for (b, e) in spans {
             let off = runs.open_group(n, blocks.len(), b, e);
             let views: Vec<TreeView> = (b..e)
@@ -155,6 +149,27 @@ impl Runs {
                 x = t;
             }
         }
+    }
+
+    /// Whether some rank's run spans several blocks.
+    pub(super) fn merges(&self) -> bool {
+        self.cut.iter().any(|&c| !c)
+    }
+
+    /// Whether every one of `n` ranks has the same runs over `nb` blocks
+    /// in both.
+    pub(super) fn same_as(&self, other: &Runs, n: usize, nb: usize) -> bool {
+        (0..n).all(|v| {
+            let mut b = 0;
+            while b < nb {
+                let r = self.run(v, b);
+                if r != other.run(v, b) {
+                    return false;
+                }
+                b = r.1;
+            }
+            true
+        })
     }
 
     /// Rank v's run containing block b: blocks [start, end).
@@ -411,6 +426,45 @@ pub(super) fn blocks(
 }
 
 impl Runs {
+    /// Broadcast receive runs (an allgather's, an allreduce's broadcast):
+    /// per rank, consecutive blocks it
+    /// receives over the same edge (parent, step, channel), within
+    /// MAX_CNT chunks, whatever their owners — its parent sends them as
+    /// one message once it has them all (`RankChains::push_bcast`). Blocks
+    /// are taken in groups where some rank receives alike across each
+    /// boundary (`shared_spans` over the broadcast trees); an owner is cut
+    /// around its blocks (it receives nothing there).
+    pub(super) fn edges(
+        n: usize,
+        blocks: &[Block],
+        per_bcast: &[Vec<(usize, usize, usize, usize)>],
+    ) -> Runs {
+        let mut runs = Runs::blocks_only();
+        let parents = |x: usize| -> Vec<Option<(usize, usize, usize)>> {
+            let mut p = vec![None; n];
+            for &(src, dst, step, ch) in &per_bcast[blocks[x].start] {
+                p[dst] = Some((src, step, ch));
+            }
+            p
+        };
+        for (b, e) in shared_spans(blocks, per_bcast) {
+            let off = runs.open_group(n, blocks.len(), b, e);
+            let w = e - b - 1;
+            let mut acc = vec![blocks[b].len; n];
+            let mut next = parents(b);
+            for i in 0..w {
+                let here = std::mem::replace(&mut next, parents(b + i + 1));
+                let len = blocks[b + i + 1].len;
+                for v in 0..n {
+                    let cut = here[v].is_none() || here[v] != next[v] || acc[v] + len > MAX_CNT;
+                    acc[v] = if cut { len } else { acc[v] + len };
+                    runs.cut[off + v * w + i] = cut;
+                }
+            }
+        }
+        runs
+    }
+
     /// An allreduce's broadcast runs: per rank, the consecutive blocks of
     /// one owner that it receives as one message — the edges on its path
     /// from the owner agree across them (blocks split by the reduction's
