@@ -426,27 +426,21 @@ pub(super) fn blocks(
 }
 
 impl Runs {
-    /// Broadcast receive runs (an allgather's, an allreduce's broadcast):
-    /// per rank, consecutive blocks it
-    /// receives over the same edge (parent, step, channel), within
-    /// MAX_CNT chunks, whatever their owners — its parent sends them as
-    /// one message once it has them all (`RankChains::push_bcast`). Blocks
-    /// are taken in groups where some rank receives alike across each
-    /// boundary (`shared_spans` over the broadcast trees); an owner is cut
-    /// around its blocks (it receives nothing there).
+    /// Broadcast receive runs by edge (an allgather's; an allreduce's
+    /// with `bcast_edges`): per rank, consecutive blocks it receives over
+    /// the same edge (parent, step, channel), within MAX_CNT chunks,
+    /// whatever their owners — its parent sends them as one message once
+    /// it has them all (`RankChains::push_bcast`). Blocks are taken in
+    /// groups where some rank receives alike across each boundary
+    /// (`shared_spans` over the broadcast trees); an owner is cut around
+    /// its blocks (it receives nothing there).
     pub(super) fn edges(
         n: usize,
         blocks: &[Block],
         per_bcast: &[Vec<(usize, usize, usize, usize)>],
     ) -> Runs {
         let mut runs = Runs::blocks_only();
-        let parents = |x: usize| -> Vec<Option<(usize, usize, usize)>> {
-            let mut p = vec![None; n];
-            for &(src, dst, step, ch) in &per_bcast[blocks[x].start] {
-                p[dst] = Some((src, step, ch));
-            }
-            p
-        };
+        let parents = |x: usize| parent_edges(n, &per_bcast[blocks[x].start]);
         for (b, e) in shared_spans(blocks, per_bcast) {
             let off = runs.open_group(n, blocks.len(), b, e);
             let w = e - b - 1;
@@ -479,13 +473,7 @@ impl Runs {
         per_bcast: &[Vec<(usize, usize, usize, usize)>],
     ) -> Runs {
         let mut runs = Runs::blocks_only();
-        let parents = |x: usize| -> Vec<Option<(usize, usize, usize)>> {
-            let mut p = vec![None; n];
-            for &(src, dst, step, ch) in &per_bcast[blocks[x].start] {
-                p[dst] = Some((src, step, ch));
-            }
-            p
-        };
+        let parents = |x: usize| parent_edges(n, &per_bcast[blocks[x].start]);
         for (b, e) in several_blocks(blocks) {
             let o = blocks[b].owner;
             let nb = e - b;
@@ -540,4 +528,17 @@ impl Runs {
         }
         runs
     }
+}
+
+/// Every rank's parent edge (parent, step, channel) in one block's
+/// broadcast tree (`edges`: its transfers (src, dst, step, channel)).
+fn parent_edges(
+    n: usize,
+    edges: &[(usize, usize, usize, usize)],
+) -> Vec<Option<(usize, usize, usize)>> {
+    let mut p = vec![None; n];
+    for &(src, dst, step, ch) in edges {
+        p[dst] = Some((src, step, ch));
+    }
+    p
 }
