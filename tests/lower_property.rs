@@ -458,3 +458,53 @@ proptest! {
         }
     }
 }
+
+/// A mixed-radix factorisation of `nh` picked by `pick` (least
+/// significant digit first).
+fn radices_of(mut nh: usize, pick: &mut impl FnMut(usize) -> usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    while nh > 1 {
+        let divisors: Vec<usize> = (2..=nh).filter(|f| nh.is_multiple_of(*f)).collect();
+        let f = divisors[pick(divisors.len())];
+        out.push(f);
+        nh /= f;
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(fixed_cases(48))]
+    /// Random rails-first butterflies (`hier-pat`: hosts × GPUs per host,
+    /// any mixed-radix factorisation, one or two chunks per shard) lower
+    /// and verify in every op and for both runtimes, and where every
+    /// message fits one step each rank sends one reduce-scatter message
+    /// per rail partner and per host-mate: its shards move together.
+    #[test]
+    fn butterflies_move_many_shards_per_message(nh in 2usize..13, g in 1usize..5, k in 1usize..3, seed in proptest::collection::vec(any::<u32>(), 1..8)) {
+        let mut it = seed.into_iter().cycle();
+        let mut pick = |m: usize| it.next().unwrap_or(0) as usize % m.max(1);
+        let radices = radices_of(nh, &mut pick);
+        let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..h * g + g).collect()).collect();
+        let rs = rscc::synth::hier::hier_pat(Spec::reduce_scatter(nh * g, k), &hs, &radices);
+        for op in [Collective::ReduceScatter, Collective::AllGather, Collective::AllReduce] {
+            let alg = match op {
+                Collective::ReduceScatter => rs.clone(),
+                Collective::AllGather => rs.allgather_dual(),
+                Collective::AllReduce => Algorithm::allreduce(&rs, &rs.allgather_dual()),
+            };
+            for runtime in [rscc::ir::Runtime::Executor, rscc::ir::Runtime::Rccl] {
+                let opts = LowerOptions { runtime, ..LowerOptions::default() };
+                let r = lowers_and_verifies(&alg, &opts);
+                prop_assert!(r.is_ok(), "{:?} {:?} {:?}: {}", radices, op, runtime, r.unwrap_err());
+            }
+        }
+        if nh * g * k <= 71 {
+            let p = lower(&rs, &LowerOptions::default()).unwrap();
+            let most = radices.iter().map(|f| f - 1).sum::<usize>() + g - 1;
+            for (r, gpu) in p.gpus.iter().enumerate() {
+                let sends: usize = gpu.tbs.iter().flat_map(|t| &t.steps).filter(|s| s.kind.sends()).count();
+                prop_assert!(sends <= most, "{:?} g {} rank {}: {} sends, {} partners", radices, g, r, sends, most);
+            }
+        }
+    }
+}
