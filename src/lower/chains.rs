@@ -62,12 +62,13 @@ pub(super) struct RankChains {
     /// Allreduce: per reduction run (its first block), the run's last
     /// reduce op, which the broadcast of the run's blocks follows, and
     /// the run's chain, which the first broadcast op may continue.
+    /// Allgather: per owned block, the copy of the owner's input.
     run_tail: HashMap<usize, (usize, Vec<usize>)>,
-    /// Allreduce: per broadcast receive run (its first block), the
-    /// receive.
+    /// Per broadcast receive run (its first block), the receive.
     brecv: HashMap<usize, usize>,
     /// Dependencies off the chains, (op, the op it also waits for): a
-    /// broadcast message over blocks that several reduction runs end.
+    /// broadcast message over blocks that several reduction runs end, or
+    /// that several receives (or the owner's copies) wrote.
     pub(super) joins: Vec<(usize, usize)>,
 }
 
