@@ -203,6 +203,61 @@ fn rails_first_butterfly_moves_many_shards_per_message() {
     runs_correct(&pat.program, 4 << 10, "hier-pat");
 }
 
+/// One GPU per host (a 1-GPU dump imported with `--hosts 64`, NCCL's PAT
+/// case): `hier` applies with no host-mate phase, and its rails-first
+/// butterfly is recursive halving over the nodes (radices 16 and 4),
+/// which `auto` picks at 1 KiB and 1 GiB — ≥ 10× faster than the ring at
+/// 1 KiB (15.2 against 478.8 µs) and within 1 % of the bound at 1 GiB —
+/// and which runs correct.
+#[test]
+fn one_gpu_per_host_gets_the_butterfly() {
+    let dir = common::fresh_dir("one-gpu-hosts");
+    let f = dir.join("one64.json");
+    let (rc, _, e) = common::rscc(&[
+        "topo",
+        "import",
+        "tests/data/real/nccl-xml/aliyun-SimAI_SimCCL_topo_1A100_1CX6.xml",
+        "--hosts",
+        "64",
+        "-o",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 0, "{e}");
+    let t = rscc::front::load_topology(&f).unwrap();
+    assert_eq!((t.num_ranks(), t.num_hosts()), (64, 64));
+    let sizes = [1u64 << 10, 1 << 30];
+    let sel = rscc::compile::auto(
+        &t,
+        &CompileOptions::default(),
+        &sizes,
+        &Default::default(),
+        None,
+    )
+    .unwrap();
+    let ring = (0..sel.candidates.len())
+        .find(|&c| sel.candidates[c].algo == Algo::Ring)
+        .expect("the ring is scored");
+    for (s, &w) in sel.winners.iter().enumerate() {
+        let name = &sel.candidates[w].algorithm.name;
+        assert!(name.starts_with("hier-pat"), "{} B: {name}", sizes[s]);
+    }
+    let w = sel.winners[0];
+    assert!(sel.times_us[w][0] * 10.0 <= sel.times_us[ring][0]);
+    let bound =
+        rscc::bound::alpha_bound_us(&t, rscc::ir::Collective::ReduceScatter, 1 << 30).unwrap();
+    let big = sel.times_us[sel.winners[1]][1];
+    assert!(
+        big <= bound * 1.01,
+        "1 GiB: {big:.1} µs against the bound's {bound:.1}"
+    );
+    runs_correct(
+        &sel.candidates[w].program,
+        4 << 10,
+        "hier-pat, one GPU per host",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The reference algorithms bench/cluster.sh prints beside `auto`
 /// (`--algo hier-ring`, `--algo hier-halving`) compile on 4 × DGX-A100
 /// within the budget, verify, run correct on the CPU executor in and out

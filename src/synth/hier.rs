@@ -36,7 +36,7 @@ impl Synthesizer for Hier {
             SynthError::not_offered(
                 "hier",
                 format!(
-                    "it needs at least two hosts with the same number (≥ 2) of GPUs, or on one host (4 to {GROUPS_MAX_RANKS} GPUs) groups of the same size that reach each other at a lower route α than the rest (sockets, PCIe switches, hives); {} has {} host(s) and no such groups",
+                    "it needs at least two hosts with the same number of GPUs, or on one host (4 to {GROUPS_MAX_RANKS} GPUs) groups of the same size that reach each other at a lower route α than the rest (sockets, PCIe switches, hives); {} has {} host(s) and no such groups",
                     topo.name,
                     topo.num_hosts()
                 ),
@@ -93,7 +93,9 @@ impl Synthesizer for Hier {
 }
 
 /// Hosts as lists of ranks in local order, if every host has the same
-/// number of GPUs (≥ 2) and there are ≥ 2 hosts.
+/// number of GPUs and there are ≥ 2 hosts. With one GPU per host there is
+/// no host-mate phase: every schedule is its rail phase (the rails-first
+/// butterfly is then recursive halving over the nodes, NCCL's PAT case).
 pub fn hosts(topo: &Topology) -> Option<Vec<Vec<usize>>> {
     let mut by_host: Vec<(String, Vec<usize>)> = Vec::new();
     for r in 0..topo.num_ranks() {
@@ -104,7 +106,7 @@ pub fn hosts(topo: &Topology) -> Option<Vec<Vec<usize>>> {
         }
     }
     let g = by_host.first()?.1.len();
-    if by_host.len() < 2 || g < 2 || by_host.iter().any(|(_, v)| v.len() != g) {
+    if by_host.len() < 2 || by_host.iter().any(|(_, v)| v.len() != g) {
         return None;
     }
     Some(by_host.into_iter().map(|(_, v)| v).collect())

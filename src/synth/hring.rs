@@ -42,7 +42,7 @@ pub(super) fn reference_groups(
         SynthError::not_offered(
             name,
             format!(
-                "it needs what hier needs: at least two hosts with the same number (≥ 2) of GPUs, or one host's groups; {} has {} host(s) and no such groups",
+                "it needs what hier needs: at least two hosts with the same number of GPUs, or one host's groups; {} has {} host(s) and no such groups",
                 ctx.topo.name,
                 ctx.topo.num_hosts()
             ),
