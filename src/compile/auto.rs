@@ -208,13 +208,20 @@ fn candidates(
                 .iter()
                 .map(|c| crate::lower::broadcast_runs(&c.algorithm))
                 .collect();
-            for (suffix, lower) in [
+            // (name suffix, lowering, whether a candidate's form differs).
+            type Form = (
+                &'static str,
+                crate::lower::LowerOptions,
+                fn((bool, bool)) -> bool,
+            );
+            let extra: [Form; 2] = [
                 (
                     "blockwise",
                     crate::lower::LowerOptions {
                         bcast_runs: false,
                         ..opts.lower.clone()
                     },
+                    |(merge, _)| merge,
                 ),
                 (
                     "edges",
@@ -222,8 +229,10 @@ fn candidates(
                         bcast_edges: true,
                         ..opts.lower.clone()
                     },
+                    |(_, differ)| differ,
                 ),
-            ] {
+            ];
+            for (suffix, lower, differs) in extra {
                 let o = CompileOptions {
                     lower,
                     ..opts.clone()
@@ -231,15 +240,7 @@ fn candidates(
                 let more: Vec<Compiled> = found[..forms]
                     .iter()
                     .zip(&forms_of)
-                    .filter(
-                        |(_, &(merge, differ))| {
-                            if suffix == "blockwise" {
-                                merge
-                            } else {
-                                differ
-                            }
-                        },
-                    )
+                    .filter(|(_, &f)| differs(f))
                     .filter_map(|(c, _)| {
                         let mut a = c.algorithm.clone();
                         a.name = format!("{}-{suffix}", a.name);

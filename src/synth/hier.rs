@@ -328,8 +328,8 @@ const PAT_CANDIDATES: usize = 4;
 /// shards, which the lowering moves as one message (docs/architecture.md
 /// "Lowering", item 1). That gives D rail rounds of one message per
 /// partner (up to MAX_CNT chunks), where per-shard trees send a message
-/// per shard; it moves every contribution across the rails (H − 1 / H of
-/// the input per NIC, g times what `hier`'s aggregated rails move), so it
+/// per shard; it moves every contribution across the rails ((H − 1) / H
+/// of the input per NIC, g times what `hier`'s aggregated rails move), so it
 /// serves small sizes.
 pub fn hier_pat(spec: Spec, hosts: &[Vec<usize>], radices: &[usize]) -> Algorithm {
     let nh = hosts.len();

@@ -27,8 +27,10 @@ impl Synthesizer for HierPat {
             return Err(SynthError::not_offered(
                 "hier-pat",
                 format!(
-                    "{} hosts do not factor into butterfly radices with at most 31 rail peers per GPU",
-                    hs.len()
+                    "{} hosts do not factor into butterfly radices with at most {} rail peers per GPU (a prime factor above {})",
+                    hs.len(),
+                    hier::PAT_MAX_PEERS,
+                    hier::PAT_MAX_PEERS + 1
                 ),
             ));
         }
