@@ -595,3 +595,51 @@ fn per_link_shard_path_on_dgx1() {
         }
     }
 }
+
+/// Allreduce where a GPU's own link is wider than what lies behind it:
+/// each of 8 GPUs hangs off a PCIe switch of its own at 24 GB/s, each
+/// switch off one root at 12 GB/s (the PCIe Vega20 boxes of
+/// ../shared/topologies-real). Every transfer a GPU sends or receives
+/// crosses its switch's uplink, so the gossip bound over the GPUs counts
+/// 12 GB/s per GPU, not 24: x* = 2·8·7 / (8·12) = 7/6, the two halves'
+/// bounds added (7/12 each), where the GPUs' own links alone gave 7/12.
+/// Every allreduce `auto` compiles there simulates at or above it.
+#[test]
+fn allreduce_gossip_bound_counts_the_cut_behind_each_gpu() {
+    let mut b = B::default();
+    let gs = b.gpus(8, 0, "");
+    let root = b.node("root", NodeKind::Switch, None);
+    for (i, &g) in gs.iter().enumerate() {
+        let sw = b.node(&format!("sw{i}"), NodeKind::Switch, None);
+        b.duplex(g, sw, 24.0, 1);
+        b.duplex(sw, root, 12.0, 1);
+    }
+    let t = b.done("pcie-per-gpu");
+    let x = |c| bound::bandwidth_bound(&t, c).unwrap().x_star;
+    assert_eq!(bound::ratio_string(&x(RS)), "7/12");
+    assert_eq!(x(Collective::AllReduce), x(RS) + x(Collective::AllGather));
+    let s = 1u64 << 30;
+    let ar = bound::bandwidth_bound(&t, Collective::AllReduce).unwrap();
+    let lb = bound::time_bound_us(&ar, s);
+    let opts = rscc::compile::CompileOptions {
+        op: Collective::AllReduce,
+        ..Default::default()
+    };
+    let sel = rscc::compile::auto(&t, &opts, &[s], &Default::default(), None).unwrap();
+    assert!(sel.candidates.len() >= 3, "{}", sel.candidates.len());
+    for (c, times) in sel.candidates.iter().zip(&sel.times_us) {
+        assert!(
+            times[0] >= lb * (1.0 - 1e-9),
+            "{} simulates {} µs, below the bound {lb} µs",
+            c.algorithm.name,
+            times[0]
+        );
+    }
+    // The best is the halves one after the other, at the bound.
+    let best = sel
+        .times_us
+        .iter()
+        .map(|t| t[0])
+        .fold(f64::INFINITY, f64::min);
+    assert!(best <= lb * 1.05, "{best} vs {lb}");
+}

@@ -298,6 +298,49 @@ impl Feasibility {
     }
 }
 
+/// The least capacity of a cut that separates every vertex of `from` from
+/// every vertex of `to` (`from` on the source side), exact: a max-flow from
+/// a super-source with unbounded arcs into `from` to a super-sink with
+/// unbounded arcs out of `to`, on the capacities of `sc` (i128 when their
+/// total fits, big integers otherwise).
+pub(super) fn min_cut_between(
+    n: usize,
+    edges: &[(usize, usize, BigRational)],
+    sc: &Scaled,
+    from: &[usize],
+    to: &[usize],
+) -> BigRational {
+    let (src, sink) = (n, n + 1);
+    let unbounded: BigInt = sc.ints.iter().sum::<BigInt>() + BigInt::one();
+    let value: BigInt = if unbounded.bits() < 120 {
+        let inf = unbounded.to_i128().unwrap_or(i128::MAX);
+        let mut net: Net<i128> = Net::new(n + 2);
+        for (k, (a, b, _)) in edges.iter().enumerate() {
+            net.add(*a, *b, sc.ints[k].to_i128().unwrap_or(i128::MAX));
+        }
+        for &v in from {
+            net.add(src, v, inf);
+        }
+        for &v in to {
+            net.add(v, sink, inf);
+        }
+        BigInt::from(net.max_flow(src, sink).0)
+    } else {
+        let mut net: Net<BigInt> = Net::new(n + 2);
+        for (k, (a, b, _)) in edges.iter().enumerate() {
+            net.add(*a, *b, sc.ints[k].clone());
+        }
+        for &v in from {
+            net.add(src, v, unbounded.clone());
+        }
+        for &v in to {
+            net.add(v, sink, unbounded.clone());
+        }
+        net.max_flow(src, sink).0
+    };
+    BigRational::new(value, sc.scale.clone())
+}
+
 /// Max-flow on rational capacities (a cross-check for the integer path).
 #[cfg(test)]
 pub(super) fn max_flow_from_gpus(
@@ -327,6 +370,24 @@ mod tests {
 
     fn q(a: i64, b: i64) -> BigRational {
         BigRational::new(BigInt::from(a), BigInt::from(b))
+    }
+
+    #[test]
+    fn min_cut_between_groups() {
+        // 0 → switch 2 (5/2), switch 2 → 3 (1/3), switch 2 → 4 (1/2),
+        // 1 → 3 (7): from {0} to {3, 4} the switch's two links bind (5/6);
+        // from {0, 1} to {3} the 1/3 and 7 bind; the integer path takes
+        // the scale 6 and gives the rational back.
+        let edges = vec![
+            (0, 2, q(5, 2)),
+            (2, 3, q(1, 3)),
+            (2, 4, q(1, 2)),
+            (1, 3, q(7, 1)),
+        ];
+        let sc = scale(&edges);
+        assert_eq!(min_cut_between(5, &edges, &sc, &[0], &[3, 4]), q(5, 6));
+        assert_eq!(min_cut_between(5, &edges, &sc, &[0, 1], &[3]), q(22, 3));
+        assert_eq!(min_cut_between(5, &edges, &sc, &[3], &[0]), q(0, 1));
     }
 
     #[test]

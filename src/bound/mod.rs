@@ -142,35 +142,64 @@ pub fn f64_to_rational(x: f64) -> Option<BigRational> {
 }
 
 /// The allreduce bound of a partition of the GPUs into k groups (`group`
-/// of a node; None: a node in no group, e.g. a switch between hosts):
-/// every element is transferred between groups at least 2(k − 1) times
-/// (one-way gossip among k groups), each transfer over a routed link
-/// that leaves its group, so T ≥ 2(k−1)·S / Σ egress, x* = 2N(k−1) / Σ
-/// egress (0 with fewer than two groups).
+/// of a GPU; a GPU of no group is a group of its own): every element is
+/// transferred between groups at least 2(k − 1) times (one-way gossip
+/// among k groups needs 2k − 2 calls; a reduction only compresses what a
+/// call carries). Each such transfer starts in its group and ends in
+/// another, so it leaves every region of the graph that holds its group's
+/// GPUs and no other GPU, and enters such a region of the receiving
+/// group. With E_g the least egress capacity of a region around group g
+/// (a minimum cut between g's GPUs and all other GPUs over the routed
+/// links) and I_g the least ingress, T ≥ 2(k−1)·S / Σ E_g and T ≥
+/// 2(k−1)·S / Σ I_g, so x* = 2N(k−1) / min(Σ E_g, Σ I_g) (0 with fewer
+/// than two groups). The cut matters where a GPU's own links are wider
+/// than what lies behind them: a PCIe switch per GPU with a narrower
+/// uplink bounds the GPU's traffic by the uplink.
 fn gossip_bound<G: Eq + std::hash::Hash + Clone>(
     topo: &Topology,
     group: impl Fn(NodeIndex) -> Option<G>,
 ) -> Result<BigRational, BoundError> {
     let g = &topo.graph;
-    let groups: std::collections::HashSet<G> =
-        topo.ranks.iter().filter_map(|&r| group(r)).collect();
+    let mut members: std::collections::HashMap<Option<G>, Vec<usize>> = Default::default();
+    let mut singletons: Vec<Vec<usize>> = Vec::new();
+    for &r in &topo.ranks {
+        match group(r) {
+            Some(k) => members.entry(Some(k)).or_default().push(r.index()),
+            None => singletons.push(vec![r.index()]),
+        }
+    }
+    let groups: Vec<Vec<usize>> = members.into_values().chain(singletons).collect();
     if groups.len() < 2 {
         return Ok(BigRational::zero());
     }
     let routed = topo.routed_links();
-    let mut egress = BigRational::zero();
+    let mut edges = Vec::new();
     for e in g.edge_references() {
-        let from = group(e.source());
-        if !routed[e.id().index()] || from.is_none() || from == group(e.target()) {
-            continue;
+        let (a, b) = (e.source().index(), e.target().index());
+        if routed[e.id().index()] && a != b {
+            edges.push((a, b, link_capacity(topo, e)?));
         }
-        egress += link_capacity(topo, e)?;
     }
-    if egress.is_zero() {
+    let reversed: Vec<_> = edges.iter().map(|(a, b, c)| (*b, *a, c.clone())).collect();
+    let sc = flow::scale(&edges);
+    let n = g.node_count();
+    let (mut egress, mut ingress) = (BigRational::zero(), BigRational::zero());
+    for (i, own) in groups.iter().enumerate() {
+        let others: Vec<usize> = groups
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .flat_map(|(_, m)| m.iter().copied())
+            .collect();
+        egress += flow::min_cut_between(n, &edges, &sc, own, &others);
+        ingress += flow::min_cut_between(n, &reversed, &sc, own, &others);
+    }
+    let through = egress.min(ingress);
+    if through.is_zero() {
         return Ok(BigRational::zero());
     }
     let n = topo.num_ranks();
-    Ok(BigRational::from_integer(BigInt::from(2 * n * (groups.len() - 1))) / egress)
+    Ok(BigRational::from_integer(BigInt::from(2 * n * (groups.len() - 1))) / through)
 }
 
 /// A link bundle's capacity, exact: rate × count (an error unless finite
@@ -257,7 +286,7 @@ pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBou
         let ag = bandwidth_bound(topo, Collective::AllGather)?;
         // Groups: every GPU alone, and (on several hosts) every host.
         let mut x_star = rs.x_star.clone().max(ag.x_star.clone());
-        let by_gpu = |v: NodeIndex| (topo.graph[v].kind == NodeKind::Gpu).then(|| v.index());
+        let by_gpu = |v: NodeIndex| Some(v.index());
         x_star = x_star.max(gossip_bound(topo, by_gpu)?);
         if topo.num_hosts() > 1 {
             let by_host = |v: NodeIndex| topo.graph[v].host.as_ref().map(|h| h.to_string());
