@@ -371,7 +371,7 @@ fn messages(p: &rscc::ir::Program) -> usize {
 fn pair_and_halves(
     rs: &Algorithm,
     ag: &Algorithm,
-    separate: bool,
+    own: usize,
     (bcast_runs, bcast_edges): (bool, bool),
 ) -> Option<(Result<rscc::ir::Program, String>, usize)> {
     let opts = LowerOptions {
@@ -384,7 +384,7 @@ fn pair_and_halves(
         Some(messages(&p))
     };
     let sum = alone(rs)? + alone(ag)?;
-    let ar = Algorithm::paired(rs, ag, separate).expect("a reduce-scatter and an allgather");
+    let ar = Algorithm::paired(rs, ag, own).expect("a reduce-scatter and an allgather");
     let opts = LowerOptions {
         bcast_runs,
         bcast_edges,
@@ -409,19 +409,19 @@ fn pair_and_halves(
 fn a_pair_keeps_each_halfs_messages() {
     let rs = pieces_on_a_ring(&[1, 2, 3]);
     let ag = pieces_on_a_ring(&[1, 2]).allgather_dual();
-    for separate in [true, false] {
+    for own in Algorithm::bcast_channel_choices(&ag) {
         for edges in [false, true] {
             let (p, sum) =
-                pair_and_halves(&rs, &ag, separate, (true, edges)).expect("the halves verify");
+                pair_and_halves(&rs, &ag, own, (true, edges)).expect("the halves verify");
             let p = p.unwrap();
             assert_eq!(p.coll, Collective::AllReduce);
             assert!(
                 messages(&p) <= sum,
-                "separate {separate} edges {edges}: {} > {sum}",
+                "own channels {own} edges {edges}: {} > {sum}",
                 messages(&p)
             );
         }
-        let (q, sum) = pair_and_halves(&rs, &ag, separate, (false, false)).unwrap();
+        let (q, sum) = pair_and_halves(&rs, &ag, own, (false, false)).unwrap();
         match q {
             Ok(q) => assert!(
                 messages(&q) > sum,
@@ -444,12 +444,12 @@ proptest! {
     fn pairs_of_differently_chunked_halves_lower_and_verify(n in 2usize..7, c1 in 1usize..5, c2 in 1usize..5, s1 in proptest::collection::vec(any::<u32>(), 1..64), s2 in proptest::collection::vec(any::<u32>(), 1..64)) {
         let rs = shared_subtrees(n, c1, s1);
         let ag = shared_subtrees(n, c2, s2).allgather_dual();
-        for separate in [true, false] {
+        for own in Algorithm::bcast_channel_choices(&ag) {
             for form in [(true, true), (true, false), (false, false)] {
-                let Some((p, sum)) = pair_and_halves(&rs, &ag, separate, form) else {
+                let Some((p, sum)) = pair_and_halves(&rs, &ag, own, form) else {
                     return Ok(());
                 };
-                prop_assert!(p.is_ok(), "separate {} runs {:?}: {}", separate, form, p.unwrap_err());
+                prop_assert!(p.is_ok(), "own channels {} runs {:?}: {}", own, form, p.unwrap_err());
                 if form == (true, true) {
                     let m = messages(p.as_ref().unwrap());
                     prop_assert!(m <= sum, "{} messages, halves {}", m, sum);

@@ -443,8 +443,9 @@ fn paired(
 /// halves' chunkings differ, so the allreduce's blocks are cut by both
 /// halves' trees: its broadcast is lowered both with messages over the
 /// blocks its own trees leave whole and block by block (sooner
-/// forwarding), each on channels of its own where they fit, else on the
-/// reduction's.
+/// forwarding), each on channels of its own where they fit, else on
+/// fewer of its own, else on the reduction's
+/// ([`Algorithm::bcast_channel_choices`]).
 fn pair(
     topo: &Topology,
     opts: &CompileOptions,
@@ -483,9 +484,9 @@ fn pair(
             },
             ..opts.clone()
         };
-        let cands: Vec<crate::synth::Candidate> = [true, false]
+        let cands: Vec<crate::synth::Candidate> = Algorithm::bcast_channel_choices(a)
             .into_iter()
-            .filter_map(|separate| Algorithm::paired(r, a, separate))
+            .filter_map(|own| Algorithm::paired(r, a, own))
             .map(|mut x| {
                 if in_turn {
                     x.name += "-inturn";

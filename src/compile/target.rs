@@ -145,11 +145,18 @@ impl<'t> Target<'t> {
                         ));
                         (rs, ag)
                     })));
-                    for separate in [true, false] {
+                    // The broadcast on channels of its own, then on fewer
+                    // where they do not fit, then on the reduction's. Its
+                    // channel count is known once the halves are made, so
+                    // the most it can have is tried (up to the runtime's
+                    // channels) and a choice past its count stands for
+                    // none.
+                    for i in 0..Algorithm::BCAST_CHOICES {
                         let halves = halves.clone();
                         out.push(Box::new(move || {
                             let (rs, ag) = &**halves;
-                            Algorithm::allreduce_on(rs, ag, separate)
+                            let own = Algorithm::bcast_channel_choices(ag);
+                            Algorithm::allreduce_on(rs, ag, own[i.min(own.len() - 1)])
                         }));
                     }
                 }
@@ -160,8 +167,9 @@ impl<'t> Target<'t> {
 }
 
 /// Lower reduce-scatter `a` made into `op` (a search's score): an
-/// allreduce with its broadcast on channels of its own, else on the
-/// reduction's where that exceeds the runtime's channels.
+/// allreduce with its broadcast on channels of its own, else on fewer,
+/// else on the reduction's, the first that is within the runtime's
+/// limits ([`Algorithm::bcast_channel_choices`]).
 pub(crate) fn lower_shaped(
     op: Collective,
     a: &Algorithm,
@@ -172,12 +180,14 @@ pub(crate) fn lower_shaped(
         Collective::AllGather => crate::lower::lower(&a.allgather_dual(), lopts),
         Collective::AllReduce => {
             let ag = a.allgather_dual();
-            match crate::lower::lower(&Algorithm::allreduce_on(a, &ag, true), lopts) {
-                Err(e) if e.is_limit() => {
-                    crate::lower::lower(&Algorithm::allreduce_on(a, &ag, false), lopts)
+            let mut last = None;
+            for own in Algorithm::bcast_channel_choices(&ag) {
+                match crate::lower::lower(&Algorithm::allreduce_on(a, &ag, own), lopts) {
+                    Err(e) if e.is_limit() => last = Some(e),
+                    r => return r,
                 }
-                r => r,
             }
+            Err(last.expect("at least one broadcast channel choice"))
         }
     }
 }

@@ -177,15 +177,21 @@ impl Algorithm {
     /// tile's whole reduction — before it starts the next tile's
     /// reduction, and the two halves would stop pipelining.
     pub fn allreduce(rs: &Algorithm, ag: &Algorithm) -> Algorithm {
-        Algorithm::allreduce_on(rs, ag, true)
+        Algorithm::allreduce_on(rs, ag, ag.num_channels())
     }
 
-    /// [`Algorithm::allreduce`], with the broadcast on channels of its own
-    /// (`separate`) or on the reduction's (where twice the channels would
-    /// exceed the runtime's).
-    pub fn allreduce_on(rs: &Algorithm, ag: &Algorithm, separate: bool) -> Algorithm {
+    /// [`Algorithm::allreduce`] with the broadcast on `own` channels of its
+    /// own: its channel c on the reduction's channel count + c mod `own`
+    /// (all of its channels where `own` is its channel count; several
+    /// folded onto one where the runtime's channels or the threadblock
+    /// budget cannot take them all, so a rank's sends to one peer on two
+    /// broadcast channels share a threadblock), or on the reduction's own
+    /// channels where `own` is 0 (then a threadblock can hold both halves,
+    /// and they stop pipelining).
+    pub fn allreduce_on(rs: &Algorithm, ag: &Algorithm, own: usize) -> Algorithm {
         let off = rs.num_steps();
-        let chans = if separate { rs.num_channels() } else { 0 };
+        let chans = rs.num_channels();
+        let channel = |c: usize| if own == 0 { c } else { chans + c % own };
         Algorithm {
             name: rs.name.clone(),
             spec: Spec {
@@ -198,11 +204,35 @@ impl Algorithm {
                 .iter()
                 .map(|t| Transfer {
                     step: t.step + off,
-                    channel: t.channel + chans,
+                    channel: channel(t.channel),
                     ..*t
                 })
                 .collect(),
         }
+    }
+
+    /// The most [`Algorithm::bcast_channel_choices`] returns.
+    pub const BCAST_CHOICES: usize = 7;
+
+    /// The broadcast channel counts [`Algorithm::allreduce_on`] tries for
+    /// allgather `ag`, most first: all of its channels, then fewer (n − 1,
+    /// ¾ n, ½ n, ¼ n, 1), then none of its own.
+    pub fn bcast_channel_choices(ag: &Algorithm) -> Vec<usize> {
+        let n = ag.num_channels();
+        // At most BCAST_CHOICES values.
+        let mut v = vec![
+            n,
+            n - 1,
+            (3 * n).div_ceil(4),
+            n.div_ceil(2),
+            n.div_ceil(4),
+            1,
+            0,
+        ];
+        v.retain(|&k| k <= n);
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v.dedup();
+        v
     }
 
     /// The same schedule over `m` times as many chunks: chunk c becomes
@@ -277,7 +307,7 @@ impl Algorithm {
     /// ([`Algorithm::refine`]), then composed as [`Algorithm::allreduce_on`]
     /// does. Named "RS + AG". None when the two are not a reduce-scatter
     /// and an allgather over the same ranks and call modes.
-    pub fn paired(rs: &Algorithm, ag: &Algorithm, separate: bool) -> Option<Algorithm> {
+    pub fn paired(rs: &Algorithm, ag: &Algorithm, own: usize) -> Option<Algorithm> {
         let (a, b) = (rs.spec, ag.spec);
         if a.coll != Collective::ReduceScatter
             || b.coll != Collective::AllGather
@@ -295,7 +325,7 @@ impl Algorithm {
             (x, y) = (y, x % y);
         }
         let k = ka / x.max(1) * kb;
-        let mut ar = Algorithm::allreduce_on(&rs.refine(k / ka), &ag.refine(k / kb), separate);
+        let mut ar = Algorithm::allreduce_on(&rs.refine(k / ka), &ag.refine(k / kb), own);
         ar.name = format!("{} + {}", rs.name, ag.name);
         Some(ar)
     }
@@ -702,7 +732,7 @@ mod tests {
             .transfers
             .iter()
             .all(|t| r.spec.owner(t.chunk) == old.owner(t.chunk / 3)));
-        let ar = Algorithm::paired(&rs, &ag, true).expect("the same machine");
+        let ar = Algorithm::paired(&rs, &ag, ag.num_channels()).expect("the same machine");
         ar.check().unwrap();
         assert_eq!(ar.spec.chunks(), 2, "lcm(2, 1)");
         assert_eq!(ar.name, "direct + chain");
@@ -710,13 +740,13 @@ mod tests {
         assert_eq!(h_rs.transfers, rs.transfers);
         assert_eq!(h_ag.bcast, ag.refine(2).bcast);
         // Only a reduce-scatter and an allgather pair, on one machine.
-        assert!(Algorithm::paired(&ag, &rs, true).is_none());
+        assert!(Algorithm::paired(&ag, &rs, 1).is_none());
         let mut other = ag.clone();
         other.spec.ranks = 4;
-        assert!(Algorithm::paired(&rs, &other, true).is_none());
+        assert!(Algorithm::paired(&rs, &other, 1).is_none());
         assert!(ar.fused().unwrap().halves().is_none());
         // lcm(2, 3) = 6 chunks per shard.
-        let six = Algorithm::paired(&rs, &direct_rs(3).allgather_dual(), false).unwrap();
+        let six = Algorithm::paired(&rs, &direct_rs(3).allgather_dual(), 0).unwrap();
         six.check().unwrap();
         assert_eq!(six.spec.chunks(), 6);
     }
