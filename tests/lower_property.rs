@@ -409,7 +409,11 @@ fn pair_and_halves(
 fn a_pair_keeps_each_halfs_messages() {
     let rs = pieces_on_a_ring(&[1, 2, 3]);
     let ag = pieces_on_a_ring(&[1, 2]).allgather_dual();
-    for own in Algorithm::bcast_channel_choices(&ag) {
+    for own in [ag.num_channels()]
+        .into_iter()
+        .chain(Algorithm::bcast_folds(&ag))
+        .chain([0])
+    {
         for edges in [false, true] {
             let (p, sum) =
                 pair_and_halves(&rs, &ag, own, (true, edges)).expect("the halves verify");
@@ -444,7 +448,7 @@ proptest! {
     fn pairs_of_differently_chunked_halves_lower_and_verify(n in 2usize..7, c1 in 1usize..5, c2 in 1usize..5, s1 in proptest::collection::vec(any::<u32>(), 1..64), s2 in proptest::collection::vec(any::<u32>(), 1..64)) {
         let rs = shared_subtrees(n, c1, s1);
         let ag = shared_subtrees(n, c2, s2).allgather_dual();
-        for own in Algorithm::bcast_channel_choices(&ag) {
+        for own in [ag.num_channels()].into_iter().chain(Algorithm::bcast_folds(&ag)).chain([0]) {
             for form in [(true, true), (true, false), (false, false)] {
                 let Some((p, sum)) = pair_and_halves(&rs, &ag, own, form) else {
                     return Ok(());

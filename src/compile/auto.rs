@@ -176,6 +176,32 @@ fn candidates(
             .collect();
         found.extend(fused);
         let forms = found.len();
+        // A composed allreduce whose broadcast landed on the reduction's
+        // channels (all of its own did not fit the runtime's channels or
+        // the threadblock budget) is also scored with them folded onto
+        // fewer of its own (`Algorithm::bcast_folds`): that keeps the
+        // halves pipelining at large sizes, while the shared form's fewer
+        // threadblocks can win at small ones.
+        if opts.op == Collective::AllReduce {
+            let folded: Vec<Compiled> = found[..forms]
+                .iter()
+                .filter(|c| c.algorithm.bcast_shares_channels())
+                .filter_map(|c| {
+                    let (rs, ag) = c.algorithm.halves()?;
+                    let cands = Algorithm::bcast_folds(&ag)
+                        .into_iter()
+                        .map(|own| {
+                            let mut x = Algorithm::allreduce_on(&rs, &ag, own);
+                            x.name = format!("{}-folded", c.algorithm.name);
+                            crate::synth::ready(x)
+                        })
+                        .collect();
+                    let limited = c.max_size.is_some();
+                    super::fit::first_fit(t.topo, c.algo, cands, opts, limited).ok()
+                })
+                .collect();
+            found.extend(folded);
+        }
         // Without fused steps, every schedule also without send
         // threadblocks: the split overlaps a hop's local pass with its
         // send, but its extra waits can cost more than that gains.
@@ -443,9 +469,9 @@ fn paired(
 /// halves' chunkings differ, so the allreduce's blocks are cut by both
 /// halves' trees: its broadcast is lowered both with messages over the
 /// blocks its own trees leave whole and block by block (sooner
-/// forwarding), each on channels of its own where they fit, else on
-/// fewer of its own, else on the reduction's
-/// ([`Algorithm::bcast_channel_choices`]).
+/// forwarding), each on channels of its own where they fit, else on the
+/// reduction's and also folded onto fewer of its own
+/// ([`Algorithm::bcast_folds`]).
 fn pair(
     topo: &Topology,
     opts: &CompileOptions,
@@ -484,19 +510,33 @@ fn pair(
             },
             ..opts.clone()
         };
-        let cands: Vec<crate::synth::Candidate> = Algorithm::bcast_channel_choices(a)
-            .into_iter()
-            .filter_map(|own| Algorithm::paired(r, a, own))
-            .map(|mut x| {
-                if in_turn {
-                    x.name += "-inturn";
-                }
-                crate::synth::ready(x)
-            })
-            .collect();
+        let forms = |owns: Vec<usize>, suffix: &str| -> Vec<crate::synth::Candidate> {
+            owns.into_iter()
+                .filter_map(|own| Algorithm::paired(r, a, own))
+                .map(|mut x| {
+                    x.name += suffix;
+                    if in_turn {
+                        x.name += "-inturn";
+                    }
+                    crate::synth::ready(x)
+                })
+                .collect()
+        };
+        let cands = forms(vec![a.num_channels(), 0], "");
         match super::fit::first_fit(topo, *algo, cands, &o, true) {
-            Ok(c) if made.iter().all(|m| m.program != c.program) => made.push(c),
-            Ok(_) => {}
+            Ok(c) => {
+                // On the reduction's channels: also folded onto fewer of
+                // its own, scored beside it.
+                let folded = c.algorithm.bcast_shares_channels().then(|| {
+                    let cands = forms(Algorithm::bcast_folds(a), "-folded");
+                    super::fit::first_fit(topo, *algo, cands, &o, true).ok()
+                });
+                for c in std::iter::once(c).chain(folded.flatten()) {
+                    if made.iter().all(|m| m.program != c.program) {
+                        made.push(c);
+                    }
+                }
+            }
             Err(e) => {
                 let form = if bcast_runs {
                     ""

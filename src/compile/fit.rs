@@ -5,7 +5,7 @@
 
 use super::{CompileError, CompileOptions, Compiled};
 use crate::ir::msccl::MAX_TBS_PER_CHANNEL;
-use crate::ir::{Algorithm, Program, Topology};
+use crate::ir::{Program, Topology};
 use crate::lower::{self, LowerError};
 use crate::synth::{Algo, Candidate};
 use crate::verify::{self, VerifyOptions, VerifyReport};
@@ -40,73 +40,59 @@ pub fn first_fit(
         }
         None => format!("the budget of {m}"),
     };
-    // The previous candidate: one built the same (an allreduce's
-    // broadcast channel choices past the count its halves have,
-    // `Target::shaped`) is not tried again.
-    let mut prev: Option<Algorithm> = None;
     for cand in cands {
         let alg = cand();
-        if prev.as_ref() == Some(&alg) {
+        // What cannot fit is not lowered (at 1024 ranks a lowering moves
+        // millions of steps).
+        let least = alg.least_needs();
+        if let Some(m) = vopts.max_tbs.filter(|&m| least.threadblocks > m) {
+            fallbacks.push(format!(
+                "{}: at least {} threadblocks per rank exceed {}",
+                alg.name,
+                least.threadblocks,
+                limit(m)
+            ));
             continue;
         }
-        let fitted = 'one: {
-            // What cannot fit is not lowered (at 1024 ranks a lowering moves
-            // millions of steps).
-            let least = alg.least_needs();
-            if let Some(m) = vopts.max_tbs.filter(|&m| least.threadblocks > m) {
-                fallbacks.push(format!(
-                    "{}: at least {} threadblocks per rank exceed {}",
-                    alg.name,
-                    least.threadblocks,
-                    limit(m)
-                ));
-                break 'one None;
-            }
-            if least.peers_per_channel > MAX_TBS_PER_CHANNEL {
-                fallbacks.push(format!(
-                    "{}: a rank has {} peers in one direction on one channel, each a threadblock of its own (at most {MAX_TBS_PER_CHANNEL})",
-                    alg.name, least.peers_per_channel
-                ));
-                break 'one None;
-            }
-            let lopts = if alg.spec.is_fused() { &fused } else { &lopts };
-            let program = match lower::lower(&alg, lopts) {
-                Ok(p) => p,
-                Err(LowerError::Algorithm(m)) => {
-                    return Err(CompileError::Internal(format!(
-                        "{} is not a valid algorithm: {m}",
-                        alg.name
-                    )))
-                }
-                Err(e) => {
-                    fallbacks.push(format!("{}: {}", alg.name, limits_reason(&e)));
-                    break 'one None;
-                }
-            };
-            if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
-                fallbacks.push(format!(
-                    "{}: {} threadblocks per rank exceed {}",
-                    alg.name,
-                    program.max_tbs_per_rank(),
-                    limit(m)
-                ));
-                break 'one None;
-            }
-            let (program, report, max_size) = match verify::verify(&program, &vopts) {
-                Ok(r) => (program, r, None),
-                Err(e) => match size_limited(program, &vopts, limited, &e) {
-                    Some((p, r, m)) => (p, r, Some(m)),
-                    None => {
-                        fallbacks.push(format!("{}: rejected by the verifier: {e}", alg.name));
-                        break 'one None;
-                    }
-                },
-            };
-            Some((program, report, max_size))
-        };
-        let Some((program, report, max_size)) = fitted else {
-            prev = Some(alg);
+        if least.peers_per_channel > MAX_TBS_PER_CHANNEL {
+            fallbacks.push(format!(
+                "{}: a rank has {} peers in one direction on one channel, each a threadblock of its own (at most {MAX_TBS_PER_CHANNEL})",
+                alg.name, least.peers_per_channel
+            ));
             continue;
+        }
+        let lopts = if alg.spec.is_fused() { &fused } else { &lopts };
+        let program = match lower::lower(&alg, lopts) {
+            Ok(p) => p,
+            Err(LowerError::Algorithm(m)) => {
+                return Err(CompileError::Internal(format!(
+                    "{} is not a valid algorithm: {m}",
+                    alg.name
+                )))
+            }
+            Err(e) => {
+                fallbacks.push(format!("{}: {}", alg.name, limits_reason(&e)));
+                continue;
+            }
+        };
+        if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
+            fallbacks.push(format!(
+                "{}: {} threadblocks per rank exceed {}",
+                alg.name,
+                program.max_tbs_per_rank(),
+                limit(m)
+            ));
+            continue;
+        }
+        let (program, report, max_size) = match verify::verify(&program, &vopts) {
+            Ok(r) => (program, r, None),
+            Err(e) => match size_limited(program, &vopts, limited, &e) {
+                Some((p, r, m)) => (p, r, Some(m)),
+                None => {
+                    fallbacks.push(format!("{}: rejected by the verifier: {e}", alg.name));
+                    continue;
+                }
+            },
         };
         return Ok(Compiled {
             algo,

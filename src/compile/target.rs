@@ -145,18 +145,15 @@ impl<'t> Target<'t> {
                         ));
                         (rs, ag)
                     })));
-                    // The broadcast on channels of its own, then on fewer
-                    // where they do not fit, then on the reduction's. Its
-                    // channel count is known once the halves are made, so
-                    // the most it can have is tried (up to the runtime's
-                    // channels) and a choice past its count stands for
-                    // none.
-                    for i in 0..Algorithm::BCAST_CHOICES {
+                    // The broadcast on channels of its own, else on the
+                    // reduction's (`auto` also scores it folded onto
+                    // fewer of its own where it lands there).
+                    for separate in [true, false] {
                         let halves = halves.clone();
                         out.push(Box::new(move || {
                             let (rs, ag) = &**halves;
-                            let own = Algorithm::bcast_channel_choices(ag);
-                            Algorithm::allreduce_on(rs, ag, own[i.min(own.len() - 1)])
+                            let own = if separate { ag.num_channels() } else { 0 };
+                            Algorithm::allreduce_on(rs, ag, own)
                         }));
                     }
                 }
@@ -167,9 +164,8 @@ impl<'t> Target<'t> {
 }
 
 /// Lower reduce-scatter `a` made into `op` (a search's score): an
-/// allreduce with its broadcast on channels of its own, else on fewer,
-/// else on the reduction's, the first that is within the runtime's
-/// limits ([`Algorithm::bcast_channel_choices`]).
+/// allreduce with its broadcast on channels of its own, else on the
+/// reduction's where that exceeds the runtime's channels.
 pub(crate) fn lower_shaped(
     op: Collective,
     a: &Algorithm,
@@ -180,14 +176,13 @@ pub(crate) fn lower_shaped(
         Collective::AllGather => crate::lower::lower(&a.allgather_dual(), lopts),
         Collective::AllReduce => {
             let ag = a.allgather_dual();
-            let mut last = None;
-            for own in Algorithm::bcast_channel_choices(&ag) {
-                match crate::lower::lower(&Algorithm::allreduce_on(a, &ag, own), lopts) {
-                    Err(e) if e.is_limit() => last = Some(e),
-                    r => return r,
+            let own = ag.num_channels();
+            match crate::lower::lower(&Algorithm::allreduce_on(a, &ag, own), lopts) {
+                Err(e) if e.is_limit() => {
+                    crate::lower::lower(&Algorithm::allreduce_on(a, &ag, 0), lopts)
                 }
+                r => r,
             }
-            Err(last.expect("at least one broadcast channel choice"))
         }
     }
 }

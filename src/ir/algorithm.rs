@@ -211,26 +211,21 @@ impl Algorithm {
         }
     }
 
-    /// The most [`Algorithm::bcast_channel_choices`] returns.
-    pub const BCAST_CHOICES: usize = 7;
+    /// Whether this allreduce runs its broadcast on the reduction's
+    /// channels (`allreduce_on` with `own` 0): fewer channels than its
+    /// halves have together.
+    pub fn bcast_shares_channels(&self) -> bool {
+        self.halves()
+            .is_some_and(|(rs, ag)| self.num_channels() < rs.num_channels() + ag.num_channels())
+    }
 
-    /// The broadcast channel counts [`Algorithm::allreduce_on`] tries for
-    /// allgather `ag`, most first: all of its channels, then fewer (n − 1,
-    /// ¾ n, ½ n, ¼ n, 1), then none of its own.
-    pub fn bcast_channel_choices(ag: &Algorithm) -> Vec<usize> {
+    /// The fewer channels of its own [`Algorithm::allreduce_on`] may fold
+    /// allgather `ag`'s n onto where all n do not fit, most first: ⌈n/2⌉
+    /// and 1 (those below n).
+    pub fn bcast_folds(ag: &Algorithm) -> Vec<usize> {
         let n = ag.num_channels();
-        // At most BCAST_CHOICES values.
-        let mut v = vec![
-            n,
-            n - 1,
-            (3 * n).div_ceil(4),
-            n.div_ceil(2),
-            n.div_ceil(4),
-            1,
-            0,
-        ];
-        v.retain(|&k| k <= n);
-        v.sort_unstable_by(|a, b| b.cmp(a));
+        let mut v = vec![n.div_ceil(2), 1];
+        v.retain(|&k| k < n);
         v.dedup();
         v
     }
