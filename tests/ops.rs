@@ -454,3 +454,38 @@ fn an_allreduce_folds_its_broadcast_channels_to_fit_the_budget() {
     .unwrap();
     assert!(r.rows.iter().all(|x| x.wrong == Some(0)));
 }
+
+/// `rscc synth -o DIR/`'s one-chunk-per-shard selection runs after the
+/// main one and takes the main one's times for the schedules both have
+/// (`compile::auto_after`): its times and choices are exactly those of
+/// the same selection made alone.
+#[test]
+fn a_selection_after_another_reuses_its_times_exactly() {
+    let topo = rscc::front::load_topology(Path::new("topologies/ring8.json")).unwrap();
+    let sizes = [1u64 << 10, 64 << 10, 1 << 20, 1 << 30];
+    let so = rscc::sim::SimOptions::default();
+    let main = CompileOptions {
+        op: Collective::AllReduce,
+        ..CompileOptions::default()
+    };
+    let mut one = main.clone();
+    one.synth.chunks = Some(1);
+    let first = rscc::compile::auto(&topo, &main, &sizes, &so, None).unwrap();
+    let alone = rscc::compile::auto(&topo, &one, &sizes, &so, None).unwrap();
+    let after = rscc::compile::auto_after(&topo, &one, &sizes, &so, None, Some(&first)).unwrap();
+    assert_eq!(alone.times_us, after.times_us);
+    assert_eq!(alone.winners, after.winners);
+    assert_eq!(alone.bands, after.bands);
+    // Some of them were the main selection's.
+    let shared = after
+        .candidates
+        .iter()
+        .filter(|c| {
+            first
+                .candidates
+                .iter()
+                .any(|f| f.program.same_schedule(&c.program))
+        })
+        .count();
+    assert!(shared >= 2, "{shared}");
+}

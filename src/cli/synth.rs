@@ -175,7 +175,7 @@ pub fn run(a: SynthArgs) -> CliResult {
     let mut why = Vec::new();
     let (chosen, selection) = match mode {
         Mode::Auto => {
-            let sel = auto_with_progress(&topo, &opts, &sizes).map_err(fail)?;
+            let sel = auto_with_progress(&topo, &opts, &sizes, None).map_err(fail)?;
             why.extend(sel.skipped.iter().cloned());
             (sel.candidates[sel.overall].clone(), Some(sel))
         }
@@ -210,7 +210,9 @@ pub fn run(a: SynthArgs) -> CliResult {
         {
             let mut o = opts.clone();
             o.synth.chunks = Some(1);
-            match auto_with_progress(&topo, &o, &sizes) {
+            // Candidates that already had one chunk per shard keep the
+            // main selection's times.
+            match auto_with_progress(&topo, &o, &sizes, Some(sel)) {
                 Ok(s) => Some(s),
                 Err(e) => {
                     notes.push(format!("no one-chunk-per-shard fall-through files: {e}"));
@@ -328,6 +330,7 @@ fn auto_with_progress(
     topo: &crate::ir::Topology,
     opts: &CompileOptions,
     sizes: &[u64],
+    prior: Option<&Selection>,
 ) -> Result<Selection, compile::CompileError> {
     let tty = std::io::stderr().is_terminal();
     let started = std::time::Instant::now();
@@ -338,12 +341,13 @@ fn auto_with_progress(
             eprint!("\r[{done}/{total}] {what:<60}");
         }
     };
-    let sel = compile::auto(
+    let sel = compile::auto_after(
         topo,
         opts,
         sizes,
         &SimOptions::for_runtime(opts.lower.runtime),
         Some(&progress),
+        prior,
     );
     if shown.load(std::sync::atomic::Ordering::Relaxed) {
         eprint!("\r{:<80}\r", "");

@@ -55,6 +55,24 @@ pub fn auto(
     simopts: &SimOptions,
     progress: Option<Progress>,
 ) -> Result<Selection, CompileError> {
+    auto_after(topo, opts, sizes, simopts, progress, None)
+}
+
+/// [`auto`], after `prior`, a selection on the same topology: a candidate
+/// whose program is the same schedule as one of `prior`'s
+/// ([`Program::same_schedule`](crate::ir::Program::same_schedule)) takes
+/// that one's simulated times where `prior` has them at the same sizes
+/// and simulator options, instead of simulating again (`rscc synth -o
+/// DIR/`'s one-chunk-per-shard selection after the main one, where most
+/// candidates already had one chunk per shard).
+pub fn auto_after(
+    topo: &Topology,
+    opts: &CompileOptions,
+    sizes: &[u64],
+    simopts: &SimOptions,
+    progress: Option<Progress>,
+    prior: Option<&Selection>,
+) -> Result<Selection, CompileError> {
     if sizes.is_empty() {
         return Err(CompileError::Request("no sizes to score".into()));
     }
@@ -62,7 +80,9 @@ pub fn auto(
     let mut sorted = sizes.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
-    let mut times_us = score(topo, &candidates, &sorted, None, simopts, progress)?;
+    // Times `prior` has for the same sizes and simulator options.
+    let known = prior.filter(|p| p.sizes == sorted && p.simopts == *simopts);
+    let mut times_us = score(topo, &candidates, &sorted, None, simopts, progress, known)?;
     if opts.op == Collective::AllReduce {
         // Each pair is scored at the sizes it was the first fitting pair for.
         let (extra, at): (Vec<Compiled>, Vec<Vec<bool>>) = paired(
@@ -76,7 +96,15 @@ pub fn auto(
         )
         .into_iter()
         .unzip();
-        times_us.extend(score(topo, &extra, &sorted, Some(&at), simopts, progress)?);
+        times_us.extend(score(
+            topo,
+            &extra,
+            &sorted,
+            Some(&at),
+            simopts,
+            progress,
+            known,
+        )?);
         candidates.extend(extra);
     }
     let (winners, bands) = choose(&candidates, &sorted, &times_us);
@@ -558,7 +586,9 @@ fn pair(
 
 /// `times_us[c][s]`: simulated time of candidate c at size `sorted[s]`
 /// (∞ at and above a size-limited candidate's limit, and at the sizes
-/// `only[c]` leaves out).
+/// `only[c]` leaves out); taken from `known` (scored at `sorted` with the
+/// same simulator options) where it has the same schedule's finite time.
+#[allow(clippy::too_many_arguments)]
 fn score(
     topo: &Topology,
     candidates: &[Compiled],
@@ -566,7 +596,31 @@ fn score(
     only: Option<&[Vec<bool>]>,
     simopts: &SimOptions,
     progress: Option<Progress>,
+    known: Option<&Selection>,
 ) -> Result<Vec<Vec<f64>>, CompileError> {
+    // Per candidate, the known candidate with the same schedule.
+    let same: Vec<Option<usize>> = match known {
+        Some(k) => {
+            let mut by_hash: rustc_hash::FxHashMap<u64, Vec<usize>> = Default::default();
+            for (i, c) in k.candidates.iter().enumerate() {
+                by_hash
+                    .entry(c.program.schedule_hash())
+                    .or_default()
+                    .push(i);
+            }
+            candidates
+                .iter()
+                .map(|c| {
+                    by_hash
+                        .get(&c.program.schedule_hash())?
+                        .iter()
+                        .copied()
+                        .find(|&i| k.candidates[i].program.same_schedule(&c.program))
+                })
+                .collect()
+        }
+        None => vec![None; candidates.len()],
+    };
     // Every (candidate, size) run is independent: simulate them on the
     // available cores, largest programs first for balance.
     let mut jobs: Vec<(usize, usize)> = (0..candidates.len())
@@ -586,6 +640,12 @@ fn score(
         // Scored only below its limit: its band ends one byte below it.
         if c.max_size.is_some_and(|m| sorted[si] >= m) || only.is_some_and(|o| !o[ci][si]) {
             return Ok(f64::INFINITY);
+        }
+        if let Some(t) = same[ci]
+            .and_then(|i| known.map(|k| k.times_us[i][si]))
+            .filter(|t| t.is_finite())
+        {
+            return Ok(t);
         }
         let r = sim::simulate(&c.program, topo, sorted[si], simopts);
         let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -20,7 +20,7 @@ pub mod report;
 pub mod search;
 mod target;
 
-pub use auto::{auto, default_sizes, Band, BandFile, FallThrough, Progress, Selection};
+pub use auto::{auto, auto_after, default_sizes, Band, BandFile, FallThrough, Progress, Selection};
 pub(crate) use target::lower_shaped;
 pub use target::{shape, Target};
 

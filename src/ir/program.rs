@@ -376,6 +376,50 @@ impl Program {
         }
         p
     }
+    /// Whether `other` is the same schedule: equal in everything but its
+    /// name and size window (`minBytes`, `maxBytes`), which the simulator
+    /// does not read.
+    pub fn same_schedule(&self, other: &Program) -> bool {
+        (
+            self.proto,
+            self.coll,
+            self.runtime,
+            self.nchannels,
+            self.nchunksperloop,
+            self.ngpus,
+            self.inplace,
+            self.outofplace,
+        ) == (
+            other.proto,
+            other.coll,
+            other.runtime,
+            other.nchannels,
+            other.nchunksperloop,
+            other.ngpus,
+            other.inplace,
+            other.outofplace,
+        ) && self.gpus == other.gpus
+    }
+
+    /// A hash of what [`Program::same_schedule`] compares.
+    pub fn schedule_hash(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (
+            self.proto,
+            self.coll,
+            self.runtime,
+            self.nchannels,
+            self.nchunksperloop,
+            self.ngpus,
+            self.inplace,
+            self.outofplace,
+        )
+            .hash(&mut h);
+        self.gpus.hash(&mut h);
+        h.finish()
+    }
+
     pub fn num_steps(&self) -> usize {
         self.gpus
             .iter()
