@@ -335,13 +335,10 @@ fn candidates(
         for c in found {
             // A candidate identical to an earlier one (e.g. a mixture
             // that puts all weight on one family) is not scored twice.
-            let same = |x: &Compiled| {
-                let mut p = x.program.clone();
-                p.name = c.program.name.clone();
-                p.max_bytes = c.program.max_bytes;
-                p == c.program
-            };
-            match candidates.iter().find(|x| same(x)) {
+            match candidates
+                .iter()
+                .find(|x| x.program.same_schedule(&c.program))
+            {
                 Some(x) => skipped.push(format!(
                     "{}: the same schedule as {}",
                     c.algorithm.name, x.algorithm.name
