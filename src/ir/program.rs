@@ -380,31 +380,22 @@ impl Program {
     /// name and size window (`minBytes`, `maxBytes`), which the simulator
     /// does not read.
     pub fn same_schedule(&self, other: &Program) -> bool {
-        (
-            self.proto,
-            self.coll,
-            self.runtime,
-            self.nchannels,
-            self.nchunksperloop,
-            self.ngpus,
-            self.inplace,
-            self.outofplace,
-        ) == (
-            other.proto,
-            other.coll,
-            other.runtime,
-            other.nchannels,
-            other.nchunksperloop,
-            other.ngpus,
-            other.inplace,
-            other.outofplace,
-        ) && self.gpus == other.gpus
+        self.schedule_header() == other.schedule_header() && self.gpus == other.gpus
     }
 
     /// A hash of what [`Program::same_schedule`] compares.
     pub fn schedule_hash(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
+        self.schedule_header().hash(&mut h);
+        self.gpus.hash(&mut h);
+        h.finish()
+    }
+
+    /// The attributes of `<algo>` that [`Program::same_schedule`]
+    /// compares.
+    #[allow(clippy::type_complexity)]
+    fn schedule_header(&self) -> (Proto, Collective, Runtime, i64, i64, i64, bool, bool) {
         (
             self.proto,
             self.coll,
@@ -415,9 +406,6 @@ impl Program {
             self.inplace,
             self.outofplace,
         )
-            .hash(&mut h);
-        self.gpus.hash(&mut h);
-        h.finish()
     }
 
     pub fn num_steps(&self) -> usize {
