@@ -204,6 +204,18 @@ fn candidates(
             .collect();
         found.extend(fused);
         let forms = found.len();
+        // The allreduce of `pack`'s joint packing: both halves' trees
+        // packed on the links together, where the composed candidates pack
+        // each half alone (`pack::allreduce_candidates`).
+        if opts.op == Collective::AllReduce && a == Algo::Pack {
+            match crate::synth::pack::allreduce_candidates(&ctx)
+                .map_err(CompileError::from)
+                .and_then(|cands| super::fit::first_fit(t.topo, a, cands, opts, false))
+            {
+                Ok(c) => found.push(c),
+                Err(e) => skipped.push(format!("pack-joint: {e}")),
+            }
+        }
         // A composed allreduce whose broadcast landed on the reduction's
         // channels (all of its own did not fit the runtime's channels or
         // the threadblock budget) is also scored with them folded onto

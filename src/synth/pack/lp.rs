@@ -79,7 +79,9 @@ const LOCAL_MOVES: usize = 2000;
 pub struct Packing {
     pub n: usize,
     /// Per owner: its trees (`parent[u]` for every rank u ≠ owner) and
-    /// their weights, which sum to 1.
+    /// their weights, which sum to 1; in an allreduce's packing
+    /// ([`solve_allreduce`]) then per owner its out-trees (`parent[v]`:
+    /// the rank v receives from).
     pub trees: Vec<Vec<(Vec<usize>, f64)>>,
     /// The packing's max link utilisation per unit of shard: t · (S/N) is
     /// its large-message time, comparable with the cut bound x* · (S/N).
@@ -129,6 +131,9 @@ struct Net {
     /// Layered trees only: per owner, every rank's hops to it over the
     /// GPU-free edges; an edge must lead strictly closer.
     hops: Option<Vec<Vec<usize>>>,
+    /// An allreduce's packing: column groups n … 2n − 1 are the owners'
+    /// broadcast out-trees, beside their reduction in-trees.
+    joint: bool,
 }
 
 impl Net {
@@ -168,7 +173,18 @@ impl Net {
             cap,
             alpha,
             hops: None,
+            joint: false,
         })
+    }
+
+    /// Column groups: one per owner's in-trees, and with `joint` one per
+    /// owner's out-trees after them.
+    fn groups(&self) -> usize {
+        if self.joint {
+            2 * self.n
+        } else {
+            self.n
+        }
     }
 
     /// Hops from every rank to every owner over the GPU-free edges.
@@ -197,6 +213,9 @@ impl Net {
     /// per unit (plus `tie_weight` times the tie-break), as a column, and
     /// its price-only cost.
     fn cheapest(&self, d: usize, price: &[f64], tie_weight: f64) -> Result<(Column, f64), String> {
+        if d >= self.n {
+            return self.cheapest_out(d, price, tie_weight);
+        }
         let arc_cost = |a: usize| -> f64 { self.rows[a].iter().map(|&r| price[r]).sum() };
         let tie = |a: usize| -> f64 {
             let (_, v) = self.arcs[a];
@@ -245,6 +264,59 @@ impl Net {
     }
 }
 
+impl Net {
+    /// The cheapest out-tree of column group `g` (owner g − n): a minimum
+    /// spanning arborescence from the owner over the GPU-free edges as
+    /// they are (u → v: u sends the chunk on to v), as a column whose
+    /// `parent[v]` is the rank v receives from, and its price-only cost.
+    /// The tie-break prefers sends from the owner and short routes.
+    fn cheapest_out(
+        &self,
+        g: usize,
+        price: &[f64],
+        tie_weight: f64,
+    ) -> Result<(Column, f64), String> {
+        let d = g - self.n;
+        let arc_cost = |a: usize| -> f64 { self.rows[a].iter().map(|&r| price[r]).sum() };
+        let tie = |a: usize| -> f64 {
+            let (u, _) = self.arcs[a];
+            (if u == d { 0.0 } else { 1.0 }) + self.alpha[a]
+        };
+        let fwd: Vec<(usize, usize, f64)> = (0..self.arcs.len())
+            .map(|a| {
+                let (u, v) = self.arcs[a];
+                (u, v, arc_cost(a) + tie_weight * tie(a))
+            })
+            .collect();
+        let entering = min_out_arborescence(self.n, d, &fwd).ok_or_else(|| {
+            format!("pack: rank {d} has no chain of GPU-free routes to some rank")
+        })?;
+        let mut parent = vec![usize::MAX; self.n];
+        let mut load: FxHashMap<usize, f64> = FxHashMap::default();
+        let (mut cost, mut t) = (0.0, 0.0);
+        for v in (0..self.n).filter(|&v| v != d) {
+            let a = entering[v];
+            parent[v] = self.arcs[a].0;
+            cost += arc_cost(a);
+            t += tie(a);
+            for &r in &self.rows[a] {
+                *load.entry(r).or_default() += 1.0;
+            }
+        }
+        let mut load: Vec<(usize, f64)> = load.into_iter().collect();
+        load.sort_unstable_by_key(|x| x.0);
+        Ok((
+            Column {
+                owner: g,
+                parent,
+                load,
+                tie: t,
+            },
+            cost,
+        ))
+    }
+}
+
 /// Solve the packing LP on `topo`. Err when some rank cannot reach an
 /// owner over GPU-free routes, a routed link has no capacity, or the
 /// solver fails.
@@ -263,8 +335,23 @@ pub fn solve_layered(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Pa
     solve_with(net, time_limit_s, seed)
 }
 
+/// The allreduce's LP: every owner's reduction in-trees and broadcast
+/// out-trees packed together on the links (an out-tree carries one unit
+/// of the owner's reduced shard over each of its edges), so that where
+/// one half's trees leave a link free the other's may take it. Column
+/// group d < n of the packing is owner d's in-trees, group n + d its
+/// out-trees (`parent[v]`: the rank v receives from). Its optimum is the
+/// best any allreduce of reduction trees and broadcast trees over rscc's
+/// routes can reach at large sizes with both halves' traffic on the links
+/// at once, as a pipelined composition has it; its certificate bounds
+/// every such packing.
+pub fn solve_allreduce(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Packing, String> {
+    let mut net = Net::new(topo)?;
+    net.joint = true;
+    solve_with(net, time_limit_s, seed)
+}
+
 fn solve_with(net: Net, time_limit_s: f64, seed: u32) -> Result<Packing, String> {
-    let n = net.n;
     let start = Instant::now();
     // First trees, by multiplicative weights: each owner's cheapest tree
     // when a link costs exp(κ · its load / the busiest load) per unit of
@@ -301,7 +388,7 @@ fn solve_with(net: Net, time_limit_s: f64, seed: u32) -> Result<Packing, String>
             .map(|(l, c)| (WARM_KAPPA * if most > 0.0 { l / c / most } else { 0.0 }).exp() / c)
             .collect();
         warm_price.clone_from(&price);
-        for d in 0..n {
+        for d in 0..net.groups() {
             let (c, _) = net.cheapest(d, &price, tie)?;
             for &(r, l) in &c.load {
                 load[r] += l;
@@ -386,7 +473,7 @@ fn master(
     let t = vars.add(variable().min(0.0));
     let w: Vec<_> = cols.iter().map(|_| vars.add(variable().min(0.0))).collect();
     let mut objective = Expression::from(t);
-    let mut sums = vec![Expression::from(0.0); net.n];
+    let mut sums = vec![Expression::from(0.0); net.groups()];
     let mut loads = vec![Expression::from(0.0); net.cap.len()];
     for (c, &x) in cols.iter().zip(&w) {
         objective += x * (tie * c.tie);
@@ -422,7 +509,7 @@ fn master(
 /// The max link utilisation per unit of shard of the master's weights.
 fn utilisation(net: &Net, cols: &[Column], weights: &[f64]) -> f64 {
     let mut load = vec![0.0; net.cap.len()];
-    let mut total = vec![0.0; net.n];
+    let mut total = vec![0.0; net.groups()];
     for (c, &w) in cols.iter().zip(weights) {
         total[c.owner] += w;
     }
@@ -445,7 +532,7 @@ fn certificate(net: &Net, pi: &[f64]) -> f64 {
         return 0.0;
     }
     let p: Vec<f64> = pi.iter().map(|x| x / scale).collect();
-    (0..net.n)
+    (0..net.groups())
         .map(|d| net.cheapest(d, &p, 0.0).map(|x| x.1).unwrap_or(0.0))
         .sum()
 }
@@ -454,9 +541,9 @@ fn certificate(net: &Net, pi: &[f64]) -> f64 {
 /// the prices `pi` certify.
 fn finish(net: &Net, cols: &[Column], weights: &[f64], pi: &[f64]) -> Packing {
     let n = net.n;
-    let mut trees = vec![Vec::new(); n];
+    let mut trees = vec![Vec::new(); net.groups()];
     let mut load = vec![0.0; net.cap.len()];
-    let mut total = vec![0.0; n];
+    let mut total = vec![0.0; net.groups()];
     for (c, &w) in cols.iter().zip(weights) {
         total[c.owner] += w;
     }
@@ -515,7 +602,7 @@ impl Packing {
                 load[r] += l * k as f64;
             }
         }
-        let by_owner: Vec<Vec<usize>> = (0..self.n)
+        let by_owner: Vec<Vec<usize>> = (0..self.trees.len())
             .map(|d| {
                 (0..self.pool.len())
                     .filter(|&k| self.pool[k].owner == d)
@@ -572,7 +659,7 @@ impl Packing {
     /// Per pool column: chunks by largest remainder of the LP weights.
     fn rounded(&self, chunks: usize) -> Vec<usize> {
         let mut y = vec![0; self.pool.len()];
-        for d in 0..self.n {
+        for d in 0..self.trees.len() {
             let cols: Vec<usize> = (0..self.pool.len())
                 .filter(|&k| self.pool[k].owner == d)
                 .collect();
@@ -593,7 +680,7 @@ impl Packing {
     }
 
     fn integral_from(&self, chunks: usize, y: &[usize]) -> Integral {
-        let mut trees = vec![Vec::new(); self.n];
+        let mut trees = vec![Vec::new(); self.trees.len()];
         let mut load = vec![0.0; self.cap.len()];
         for (c, &k) in self.pool.iter().zip(y) {
             if k > 0 {

@@ -252,12 +252,34 @@ impl Integral {
     /// The Algorithm on at most `lanes` channels, each tree's chunks one
     /// class, and its levels.
     pub fn build(&self, lanes: usize) -> (Algorithm, usize) {
+        let n = self.trees.len();
+        forest::algorithm("pack", n, self.chunks, &self.classes(0..n), lanes)
+    }
+
+    /// The allreduce of an allreduce's packing ([`lp::solve_allreduce`]):
+    /// the reduce-scatter of its in-trees, then the broadcast down its
+    /// out-trees, each half on at most `lanes` channels of its own. An
+    /// out-tree (`parent[v]`: the rank v receives from) is the in-tree of
+    /// the reversed fabric with the same parents, so the broadcast is
+    /// the allgather dual of the reduce-scatter built on those trees.
+    pub fn build_allreduce(&self, lanes: usize) -> Algorithm {
+        let n = self.trees.len() / 2;
+        let name = "pack-joint";
+        let rs = forest::algorithm(name, n, self.chunks, &self.classes(0..n), lanes).0;
+        let out = forest::algorithm(name, n, self.chunks, &self.classes(n..2 * n), lanes).0;
+        Algorithm::allreduce(&rs, &out.allgather_dual())
+    }
+
+    /// The classes of column groups `groups` (owner: the group's index
+    /// less the range's start), each tree's chunks one class.
+    fn classes(&self, groups: std::ops::Range<usize>) -> Vec<forest::Class> {
+        let start = groups.start;
         let mut classes = Vec::new();
-        for (d, trees) in self.trees.iter().enumerate() {
+        for g in groups {
             let mut first = 0;
-            for (parent, len) in trees {
+            for (parent, len) in &self.trees[g] {
                 classes.push(forest::Class {
-                    owner: d,
+                    owner: g - start,
                     first,
                     len: *len,
                     parent: parent.clone(),
@@ -265,8 +287,67 @@ impl Integral {
                 first += len;
             }
         }
-        forest::algorithm("pack", self.trees.len(), self.chunks, &classes, lanes)
+        classes
     }
+}
+
+/// Most chunks per shard an allreduce's packing is rounded to.
+const JOINT_MAX_CHUNKS: usize = 4;
+
+/// The allreduce of the machine's joint packing ([`lp::solve_allreduce`]),
+/// for `auto` to score beside the composed ones: of its roundings to 1 …
+/// [`JOINT_MAX_CHUNKS`] chunks per shard (each also locally searched where
+/// the rounding is above the LP) the one with the least utilisation, a
+/// plan with more chunks preferred only [`PACK_GAIN`] lower; built on one
+/// channel per owner per half, then half as many, and so on (the driver
+/// keeps the first that fits). None where `pack` is not offered.
+pub fn allreduce_candidates(ctx: &Context) -> Result<Vec<Candidate>, SynthError> {
+    let n = ctx.ranks();
+    if !(2..=PACK_MAX_RANKS).contains(&n) {
+        return Err(SynthError::not_offered(
+            "pack",
+            format!("{n} ranks (offered from 2 up to {PACK_MAX_RANKS})"),
+        ));
+    }
+    struct Joint(Result<Rc<Packing>, String>);
+    let p = ctx
+        .shared(|c| {
+            Joint(lp::solve_allreduce(c.topo, c.opts.time_limit_s, c.opts.seed).map(Rc::new))
+        })
+        .0
+        .clone()
+        .map_err(|e| SynthError::failed("pack", e))?;
+    let most = JOINT_MAX_CHUNKS.min(MAX_CHUNKS_PER_LOOP / n).max(1);
+    let counts: Vec<usize> = match ctx.opts.chunks {
+        Some(c) => vec![c],
+        None => (1..=most).collect(),
+    };
+    let mut best: Option<Integral> = None;
+    for c in counts {
+        let r = p.rounding(c);
+        let plan = match p.integral(c) {
+            Some(m) if m.u < r.u => m,
+            _ => r,
+        };
+        if best
+            .as_ref()
+            .is_none_or(|b| plan.u < b.u * (1.0 - PACK_GAIN))
+        {
+            best = Some(plan);
+        }
+    }
+    let plan = Rc::new(best.expect("at least one chunk count"));
+    let mut lanes = vec![n.min(MAX_CHANNELS / 2)];
+    while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
+        lanes.push(l / 2);
+    }
+    Ok(lanes
+        .into_iter()
+        .map(|l| {
+            let plan = plan.clone();
+            Box::new(move || plan.build_allreduce(l)) as Candidate
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -303,6 +384,52 @@ mod tests {
                     a.check()
                         .unwrap_or_else(|e| panic!("{name} c{c} l{lanes}: {e}"));
                     assert!(a.num_channels() <= lanes);
+                }
+            }
+        }
+    }
+
+    /// An allreduce's joint packing lies between the allreduce bound and
+    /// the two halves packed alone (on machines whose links are the same
+    /// both ways, where the allgather's packing is the reduce-scatter's),
+    /// its certificate below it, and it builds valid allreduces. On random
+    /// fabric 5 (5 GPUs under PCIe switches; GPU 2 on one 16 GB/s link) it
+    /// is 1/6 below the halves': the reduce-scatter half alone sends all of
+    /// GPU 2's partial sums straight to it, which the broadcast half needs.
+    #[test]
+    fn the_joint_allreduce_packing_is_between_the_bound_and_the_halves() {
+        let random5 = GenParams {
+            seed: Some(5),
+            ..GenParams::default()
+        };
+        for (name, params) in [
+            ("dgx1-v100", GenParams::default()),
+            ("switch", GenParams::default()),
+            ("ring", GenParams::default()),
+            ("random", random5),
+        ] {
+            let topo = generate(name, &params).unwrap();
+            let p = lp::solve_allreduce(&topo, 10.0, 0).unwrap();
+            let halves = 2.0 * lp::solve(&topo, 10.0, 0).unwrap().t;
+            let x = bandwidth_bound(&topo, Collective::AllReduce)
+                .unwrap()
+                .x_star_f64();
+            assert!(p.t >= x * (1.0 - 1e-6), "{name}: {} < x* {x}", p.t);
+            assert!(p.t <= halves * (1.0 + 1e-6), "{name}: {} > {halves}", p.t);
+            assert!(p.lower <= p.t * (1.0 + 1e-9), "{name}");
+            if name == "random" {
+                assert!(
+                    p.t <= halves * (5.0 / 6.0) * (1.0 + 1e-6),
+                    "{} vs {halves}",
+                    p.t
+                );
+            }
+            for c in [1, 3] {
+                for lanes in [1, 4] {
+                    let a = p.rounding(c).build_allreduce(lanes);
+                    assert_eq!(a.spec.coll, Collective::AllReduce);
+                    a.check()
+                        .unwrap_or_else(|e| panic!("{name} c{c} l{lanes}: {e}"));
                 }
             }
         }
