@@ -143,18 +143,27 @@ struct RouteBound {
     time_bound_us: Option<f64>,
 }
 
-/// The tree-packing certificate for reduce-scatter on up to
-/// [`PACK_MAX_RANKS`](crate::synth::pack::PACK_MAX_RANKS) ranks; None
-/// elsewhere, or when the LP fails.
+/// The tree-packing certificate on up to
+/// [`PACK_MAX_RANKS`](crate::synth::pack::PACK_MAX_RANKS) ranks: for
+/// reduce-scatter of its reduction trees, for allreduce of its reduction
+/// and broadcast trees packed together ([`lp::solve_allreduce`]: every
+/// byte either half puts on a link counts against it); None for
+/// allgather, elsewhere, or when the LP fails.
+///
+/// [`lp::solve_allreduce`]: crate::synth::pack::lp::solve_allreduce
 fn route_bound(
     topo: &Topology,
     coll: Collective,
     r: &bound::report::BoundReport,
 ) -> Option<RouteBound> {
-    if coll != Collective::ReduceScatter || r.ranks > crate::synth::pack::PACK_MAX_RANKS {
+    if r.ranks > crate::synth::pack::PACK_MAX_RANKS {
         return None;
     }
-    let p = crate::synth::pack::lp::solve(topo, 30.0, 0).ok()?;
+    let p = match coll {
+        Collective::ReduceScatter => crate::synth::pack::lp::solve(topo, 30.0, 0).ok()?,
+        Collective::AllReduce => crate::synth::pack::lp::solve_allreduce(topo, 30.0, 0).ok()?,
+        Collective::AllGather => return None,
+    };
     let over = p.lower / r.x_star.float;
     Some(RouteBound {
         per_unit: p.lower,
