@@ -441,10 +441,16 @@ fn an_allreduce_folds_its_broadcast_channels_to_fit_the_budget() {
         "{folded} µs against the bound {bound}"
     );
     assert!(shared >= 1.2 * folded, "{shared} vs {folded}");
+    computes_its_op(&c.program, &[64 << 10]);
+}
+
+/// The program computes its op on the CPU executor at `sizes`, checked
+/// against the reference.
+fn computes_its_op(p: &Program, sizes: &[u64]) {
     let r = rscc::exec::run_program(
-        &c.program,
+        p,
         &rscc::exec::RunOptions {
-            sizes: vec![64 << 10],
+            sizes: sizes.to_vec(),
             iters: 1,
             warmup: 0,
             check: true,
@@ -452,7 +458,7 @@ fn an_allreduce_folds_its_broadcast_channels_to_fit_the_budget() {
         },
     )
     .unwrap();
-    assert!(r.rows.iter().all(|x| x.wrong == Some(0)));
+    assert!(r.rows.iter().all(|x| x.wrong == Some(0)), "{}", p.name);
 }
 
 /// `rscc synth -o DIR/`'s one-chunk-per-shard selection runs after the
@@ -526,16 +532,5 @@ fn the_joint_packing_serves_an_allreduce_the_halves_overload() {
         "{} vs {composed}",
         sel.times_us[w][0]
     );
-    let r = rscc::exec::run_program(
-        &joint.program,
-        &rscc::exec::RunOptions {
-            sizes: vec![4 << 10, 64 << 10],
-            iters: 1,
-            warmup: 0,
-            check: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    assert!(r.rows.iter().all(|x| x.wrong == Some(0)));
+    computes_its_op(&joint.program, &[4 << 10, 64 << 10]);
 }

@@ -238,29 +238,44 @@ impl Net {
         let entering = min_out_arborescence(self.n, d, &rev).ok_or_else(|| {
             format!("pack: some rank has no chain of GPU-free routes towards rank {d}")
         })?;
+        Ok(self.column(d, d, |u| {
+            let a = allowed[entering[u]];
+            (a, self.arcs[a].1, arc_cost(a), tie(a))
+        }))
+    }
+
+    /// The column of group `g` whose tree is rooted at `root`: every
+    /// other rank u's arc, the rank its chunk goes to or comes from, the
+    /// arc's price and its tie-break (`edge(u)`); and its price-only cost.
+    fn column(
+        &self,
+        g: usize,
+        root: usize,
+        edge: impl Fn(usize) -> (usize, usize, f64, f64),
+    ) -> (Column, f64) {
         let mut parent = vec![usize::MAX; self.n];
         let mut load: FxHashMap<usize, f64> = FxHashMap::default();
         let (mut cost, mut t) = (0.0, 0.0);
-        for u in (0..self.n).filter(|&u| u != d) {
-            let a = allowed[entering[u]];
-            parent[u] = self.arcs[a].1;
-            cost += arc_cost(a);
-            t += tie(a);
+        for u in (0..self.n).filter(|&u| u != root) {
+            let (a, p, c, tie) = edge(u);
+            parent[u] = p;
+            cost += c;
+            t += tie;
             for &r in &self.rows[a] {
                 *load.entry(r).or_default() += 1.0;
             }
         }
         let mut load: Vec<(usize, f64)> = load.into_iter().collect();
         load.sort_unstable_by_key(|x| x.0);
-        Ok((
+        (
             Column {
-                owner: d,
+                owner: g,
                 parent,
                 load,
                 tie: t,
             },
             cost,
-        ))
+        )
     }
 }
 
@@ -291,29 +306,10 @@ impl Net {
         let entering = min_out_arborescence(self.n, d, &fwd).ok_or_else(|| {
             format!("pack: rank {d} has no chain of GPU-free routes to some rank")
         })?;
-        let mut parent = vec![usize::MAX; self.n];
-        let mut load: FxHashMap<usize, f64> = FxHashMap::default();
-        let (mut cost, mut t) = (0.0, 0.0);
-        for v in (0..self.n).filter(|&v| v != d) {
+        Ok(self.column(g, d, |v| {
             let a = entering[v];
-            parent[v] = self.arcs[a].0;
-            cost += arc_cost(a);
-            t += tie(a);
-            for &r in &self.rows[a] {
-                *load.entry(r).or_default() += 1.0;
-            }
-        }
-        let mut load: Vec<(usize, f64)> = load.into_iter().collect();
-        load.sort_unstable_by_key(|x| x.0);
-        Ok((
-            Column {
-                owner: g,
-                parent,
-                load,
-                tie: t,
-            },
-            cost,
-        ))
+            (a, self.arcs[a].0, arc_cost(a), tie(a))
+        }))
     }
 }
 

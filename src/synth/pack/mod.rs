@@ -296,11 +296,13 @@ const JOINT_MAX_CHUNKS: usize = 4;
 
 /// The allreduce of the machine's joint packing ([`lp::solve_allreduce`]),
 /// for `auto` to score beside the composed ones: of its roundings to 1 …
-/// [`JOINT_MAX_CHUNKS`] chunks per shard (each also locally searched where
+/// `JOINT_MAX_CHUNKS` (4) chunks per shard (each also locally searched where
 /// the rounding is above the LP) the one with the least utilisation, a
-/// plan with more chunks preferred only [`PACK_GAIN`] lower; built on one
-/// channel per owner per half, then half as many, and so on (the driver
-/// keeps the first that fits). None where `pack` is not offered.
+/// plan with more chunks preferred only where it is 0.5 % less utilised
+/// (`PACK_GAIN`); built on one channel per owner per half, then half as
+/// many, and so on (the driver keeps the first that fits). An error
+/// where `pack` is not offered (fewer than 2 or more than 64 ranks) or
+/// its LP fails.
 pub fn allreduce_candidates(ctx: &Context) -> Result<Vec<Candidate>, SynthError> {
     let n = ctx.ranks();
     if !(2..=PACK_MAX_RANKS).contains(&n) {
