@@ -277,6 +277,8 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
             });
         }
         if longest <= max_steps {
+            let mut prog = prog;
+            dependency_targets_first(&mut prog);
             return Ok(prog);
         }
         if group <= 1 {
@@ -292,6 +294,47 @@ pub fn lower(alg: &Algorithm, opts: &LowerOptions) -> Result<Program, LowerError
             group * max_steps / (longest + 1)
         };
         group = next.min(group - 1).max(1);
+    }
+}
+
+/// A dependency names its threadblock in an int8 (ids up to
+/// [`MAX_DEP_TARGET_TB`](crate::ir::msccl::MAX_DEP_TARGET_TB)). Where a
+/// rank has more threadblocks than that and some step waits on one above
+/// it, the rank's threadblocks are renumbered with every threadblock some
+/// step waits on first, each group in its order (an id only names a
+/// threadblock: the runtime launches one block per id and reads its
+/// channel and peers from the threadblock). Other ranks, and programs
+/// whose targets are all low, are left as they are.
+fn dependency_targets_first(prog: &mut Program) {
+    let max = crate::ir::msccl::MAX_DEP_TARGET_TB as i64;
+    for g in &mut prog.gpus {
+        let steps = || g.tbs.iter().flat_map(|t| t.steps.iter());
+        if !steps().any(|s| s.depid > max) {
+            continue;
+        }
+        let n = g.tbs.len();
+        let mut target = vec![false; n];
+        for s in steps() {
+            if let Ok(d) = usize::try_from(s.depid) {
+                target[d] = true;
+            }
+        }
+        let order = (0..n)
+            .filter(|&i| target[i])
+            .chain((0..n).filter(|&i| !target[i]));
+        let mut id = vec![0i64; n];
+        for (k, i) in order.enumerate() {
+            id[i] = k as i64;
+        }
+        for t in &mut g.tbs {
+            t.id = id[t.id as usize];
+            for s in &mut t.steps {
+                if let Ok(d) = usize::try_from(s.depid) {
+                    s.depid = id[d];
+                }
+            }
+        }
+        g.tbs.sort_by_key(|t| t.id);
     }
 }
 
@@ -590,6 +633,44 @@ mod tests {
             dst,
             channel: 0,
         }
+    }
+
+    /// A rank with more threadblocks than a dependency can name (int8):
+    /// the direct allreduce on 40 ranks has 156 per rank, and its
+    /// broadcast waits on 78 of them; with rank 0's first threadblock
+    /// swapped with its 151st, a dependency names id 150 and the verifier
+    /// rejects the program. Renumbering gives every target a low id, and
+    /// it verifies again.
+    #[test]
+    fn dependency_targets_get_the_low_ids() {
+        let rs = crate::synth::direct::direct_algorithm(Spec::reduce_scatter(40, 1));
+        let ar = Algorithm::allreduce(&rs, &rs.allgather_dual());
+        let mut p = lower(&ar, &LowerOptions::default()).unwrap();
+        assert!(p.max_tbs_per_rank() > 128, "{}", p.max_tbs_per_rank());
+        let swap = |x: i64| match x {
+            0 => 150,
+            150 => 0,
+            x => x,
+        };
+        let g = &mut p.gpus[0];
+        for t in &mut g.tbs {
+            t.id = swap(t.id);
+            for s in &mut t.steps {
+                s.depid = swap(s.depid);
+            }
+        }
+        g.tbs.sort_by_key(|t| t.id);
+        assert!(g.tbs.iter().flat_map(|t| &t.steps).any(|s| s.depid > 127));
+        let e = verify(&p, &VerifyOptions::default()).unwrap_err();
+        assert_eq!(e.rule, "dependency", "{e}");
+        dependency_targets_first(&mut p);
+        for g in &p.gpus {
+            for (i, t) in g.tbs.iter().enumerate() {
+                assert_eq!(t.id, i as i64);
+                assert!(t.steps.iter().all(|s| s.depid <= 127));
+            }
+        }
+        verify(&p, &VerifyOptions::default()).unwrap();
     }
 
     #[test]
