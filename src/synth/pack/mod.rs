@@ -294,6 +294,11 @@ impl Integral {
 /// Most chunks per shard an allreduce's packing is rounded to.
 const JOINT_MAX_CHUNKS: usize = 4;
 
+/// Most ranks the allreduce's joint packing is offered for: on 8 ×
+/// DGX-H100 (64 ranks) its LP and its candidate's scoring doubled the
+/// allreduce's synthesis (9.9 → 19.2 s) and won no band.
+pub const JOINT_MAX_RANKS: usize = 32;
+
 /// The allreduce of the machine's joint packing ([`lp::solve_allreduce`]),
 /// for `auto` to score beside the composed ones: of its roundings to 1 …
 /// `JOINT_MAX_CHUNKS` (4) chunks per shard (each also locally searched where
@@ -301,14 +306,14 @@ const JOINT_MAX_CHUNKS: usize = 4;
 /// plan with more chunks preferred only where it is 0.5 % less utilised
 /// (`PACK_GAIN`); built on one channel per owner per half, then half as
 /// many, and so on (the driver keeps the first that fits). An error
-/// where `pack` is not offered (fewer than 2 or more than 64 ranks) or
-/// its LP fails.
+/// on fewer than 2 or more than [`JOINT_MAX_RANKS`] ranks, or where its
+/// LP fails.
 pub fn allreduce_candidates(ctx: &Context) -> Result<Vec<Candidate>, SynthError> {
     let n = ctx.ranks();
-    if !(2..=PACK_MAX_RANKS).contains(&n) {
+    if !(2..=JOINT_MAX_RANKS).contains(&n) {
         return Err(SynthError::not_offered(
             "pack",
-            format!("{n} ranks (offered from 2 up to {PACK_MAX_RANKS})"),
+            format!("{n} ranks (its joint packing is offered from 2 up to {JOINT_MAX_RANKS})"),
         ));
     }
     struct Joint(Result<Rc<Packing>, String>);
