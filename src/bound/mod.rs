@@ -157,9 +157,9 @@ pub fn f64_to_rational(x: f64) -> Option<BigRational> {
 /// uplink bounds the GPU's traffic by the uplink.
 fn gossip_bound<G: Eq + std::hash::Hash + Clone>(
     topo: &Topology,
+    net: &RoutedNet,
     group: impl Fn(NodeIndex) -> Option<G>,
 ) -> Result<BigRational, BoundError> {
-    let g = &topo.graph;
     let mut members: std::collections::HashMap<Option<G>, Vec<usize>> = Default::default();
     let mut singletons: Vec<Vec<usize>> = Vec::new();
     for &r in &topo.ranks {
@@ -172,17 +172,12 @@ fn gossip_bound<G: Eq + std::hash::Hash + Clone>(
     if groups.len() < 2 {
         return Ok(BigRational::zero());
     }
-    let routed = topo.routed_links();
-    let mut edges = Vec::new();
-    for e in g.edge_references() {
-        let (a, b) = (e.source().index(), e.target().index());
-        if routed[e.id().index()] && a != b {
-            edges.push((a, b, link_capacity(topo, e)?));
-        }
-    }
-    let reversed: Vec<_> = edges.iter().map(|(a, b, c)| (*b, *a, c.clone())).collect();
-    let sc = flow::scale(&edges);
-    let n = g.node_count();
+    let RoutedNet {
+        n,
+        edges,
+        reversed,
+        sc,
+    } = net;
     let (mut egress, mut ingress) = (BigRational::zero(), BigRational::zero());
     for (i, own) in groups.iter().enumerate() {
         let others: Vec<usize> = groups
@@ -191,8 +186,8 @@ fn gossip_bound<G: Eq + std::hash::Hash + Clone>(
             .filter(|&(j, _)| j != i)
             .flat_map(|(_, m)| m.iter().copied())
             .collect();
-        egress += flow::min_cut_between(n, &edges, &sc, own, &others);
-        ingress += flow::min_cut_between(n, &reversed, &sc, own, &others);
+        egress += flow::min_cut_between(*n, edges, sc, own, &others);
+        ingress += flow::min_cut_between(*n, reversed, sc, own, &others);
     }
     let through = egress.min(ingress);
     if through.is_zero() {
@@ -200,6 +195,38 @@ fn gossip_bound<G: Eq + std::hash::Hash + Clone>(
     }
     let n = topo.num_ranks();
     Ok(BigRational::from_integer(BigInt::from(2 * n * (groups.len() - 1))) / through)
+}
+
+/// The routed links with their exact capacities, both ways, scaled to
+/// integers: what every partition of [`gossip_bound`] cuts (the routes are
+/// computed once for all of them).
+struct RoutedNet {
+    n: usize,
+    edges: Vec<(usize, usize, BigRational)>,
+    reversed: Vec<(usize, usize, BigRational)>,
+    sc: flow::Scaled,
+}
+
+impl RoutedNet {
+    fn new(topo: &Topology) -> Result<RoutedNet, BoundError> {
+        let g = &topo.graph;
+        let routed = topo.routed_links();
+        let mut edges = Vec::new();
+        for e in g.edge_references() {
+            let (a, b) = (e.source().index(), e.target().index());
+            if routed[e.id().index()] && a != b {
+                edges.push((a, b, link_capacity(topo, e)?));
+            }
+        }
+        let reversed = edges.iter().map(|(a, b, c)| (*b, *a, c.clone())).collect();
+        let sc = flow::scale(&edges);
+        Ok(RoutedNet {
+            n: g.node_count(),
+            edges,
+            reversed,
+            sc,
+        })
+    }
 }
 
 /// A link bundle's capacity, exact: rate × count (an error unless finite
@@ -287,10 +314,11 @@ pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBou
         // Groups: every GPU alone, and (on several hosts) every host.
         let mut x_star = rs.x_star.clone().max(ag.x_star.clone());
         let by_gpu = |v: NodeIndex| Some(v.index());
-        x_star = x_star.max(gossip_bound(topo, by_gpu)?);
+        let net = RoutedNet::new(topo)?;
+        x_star = x_star.max(gossip_bound(topo, &net, by_gpu)?);
         if topo.num_hosts() > 1 {
             let by_host = |v: NodeIndex| topo.graph[v].host.as_ref().map(|h| h.to_string());
-            x_star = x_star.max(gossip_bound(topo, by_host)?);
+            x_star = x_star.max(gossip_bound(topo, &net, by_host)?);
         }
         // The two sides of each half's binding cut: every element crosses
         // it both ways.
@@ -298,7 +326,7 @@ pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBou
             let inside: std::collections::HashSet<&str> =
                 cut.inside.iter().map(|s| s.as_str()).collect();
             let side = |v: NodeIndex| Some(inside.contains(topo.graph[v].id.as_str()));
-            x_star = x_star.max(gossip_bound(topo, side)?);
+            x_star = x_star.max(gossip_bound(topo, &net, side)?);
         }
         return Ok(BandwidthBound {
             coll,
