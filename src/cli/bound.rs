@@ -143,12 +143,14 @@ struct RouteBound {
     time_bound_us: Option<f64>,
 }
 
-/// The tree-packing certificate on up to
-/// [`PACK_MAX_RANKS`](crate::synth::pack::PACK_MAX_RANKS) ranks: for
-/// reduce-scatter of its reduction trees, for allreduce of its reduction
-/// and broadcast trees packed together ([`lp::solve_allreduce`]: every
-/// byte either half puts on a link counts against it); None for
-/// allgather, elsewhere, or when the LP fails.
+/// The tree-packing certificate: for reduce-scatter of its reduction
+/// trees, up to [`PACK_MAX_RANKS`](crate::synth::pack::PACK_MAX_RANKS)
+/// ranks; for allreduce of its reduction and broadcast trees packed
+/// together ([`lp::solve_allreduce`]: every byte either half puts on a
+/// link counts against it), up to
+/// [`JOINT_MAX_RANKS`](crate::synth::pack::JOINT_MAX_RANKS), as `auto`
+/// offers it (on 64 ranks the LP takes seconds); None for allgather,
+/// elsewhere, or when the LP fails.
 ///
 /// [`lp::solve_allreduce`]: crate::synth::pack::lp::solve_allreduce
 fn route_bound(
@@ -161,7 +163,10 @@ fn route_bound(
     }
     let p = match coll {
         Collective::ReduceScatter => crate::synth::pack::lp::solve(topo, 30.0, 0).ok()?,
-        Collective::AllReduce => crate::synth::pack::lp::solve_allreduce(topo, 30.0, 0).ok()?,
+        Collective::AllReduce if r.ranks <= crate::synth::pack::JOINT_MAX_RANKS => {
+            crate::synth::pack::lp::solve_allreduce(topo, 30.0, 0).ok()?
+        }
+        Collective::AllReduce => return None,
         Collective::AllGather => return None,
     };
     let over = p.lower / r.x_star.float;
