@@ -586,21 +586,46 @@ impl<T: Elem> Shared<'_, T> {
         Ok(())
     }
 
-    /// One pass over the worker's threadblocks: (progress, all finished).
+    /// One pass over the worker's threadblocks, each poll followed by
+    /// polls of the waiters it released that this worker owns (`local`:
+    /// threadblock → index in `curs`; `hot`: scratch stack): (progress,
+    /// all finished).
     fn pass<O: Op<T>>(
         &self,
         curs: &mut [Cursor],
+        local: &[usize],
+        hot: &mut Vec<usize>,
         phases: &[u64],
         tmp: &mut Vec<T>,
         current: &std::cell::Cell<usize>,
     ) -> (bool, bool) {
         let (mut progressed, mut all) = (false, true);
-        for c in curs.iter_mut().filter(|c| !c.finished) {
-            current.set(c.tb);
-            let (p, done) = self.poll::<O>(c, phases, tmp);
-            progressed |= p;
-            c.finished = done;
-            all &= done;
+        for i in 0..curs.len() {
+            if curs[i].finished {
+                continue;
+            }
+            hot.push(i);
+            while let Some(j) = hot.pop() {
+                let c = &mut curs[j];
+                if c.finished {
+                    continue;
+                }
+                current.set(c.tb);
+                let (p, done) = self.poll::<O>(c, phases, tmp);
+                progressed |= p;
+                c.finished = done;
+                // What it published is what its waiters on this worker
+                // read next: run them now, while the tiles are in cache.
+                if p {
+                    for &w in self.plan.tbs[c.tb].waiters.iter().rev() {
+                        let k = local[w];
+                        if k != usize::MAX && k != j && !hot.contains(&k) {
+                            hot.push(k);
+                        }
+                    }
+                }
+            }
+            all &= curs[i].finished;
         }
         (progressed, all)
     }
@@ -656,11 +681,17 @@ impl<T: Elem> Shared<'_, T> {
                 shown: (W_IDLE, 0),
             })
             .collect();
+        let mut local = vec![usize::MAX; self.plan.tbs.len()];
+        for (i, c) in curs.iter().enumerate() {
+            local[c.tb] = i;
+        }
+        let mut hot = Vec::new();
         let mut tmp: Vec<T> = Vec::new();
         let mut idle_since: Option<Instant> = None;
         let mut passes = 0u32;
         while !self.abort.load(Ordering::Relaxed) {
-            let (progressed, all) = self.pass::<O>(&mut curs, phases, &mut tmp, current);
+            let (progressed, all) =
+                self.pass::<O>(&mut curs, &local, &mut hot, phases, &mut tmp, current);
             if all {
                 return;
             }
@@ -679,7 +710,8 @@ impl<T: Elem> Shared<'_, T> {
             }
             self.sleeping[w].0.store(true, Ordering::Relaxed);
             fence(Ordering::SeqCst);
-            let (progressed, all) = self.pass::<O>(&mut curs, phases, &mut tmp, current);
+            let (progressed, all) =
+                self.pass::<O>(&mut curs, &local, &mut hot, phases, &mut tmp, current);
             if all {
                 return;
             }
@@ -706,34 +738,65 @@ pub(crate) fn auto_workers(cores: usize, bytes: usize) -> usize {
     (bytes / BYTES_PER_WORKER).clamp(1, cores.max(1))
 }
 
-/// Threadblocks in the order a walk along FIFOs visits them: breadth first
-/// over the undirected graph of connections (a threadblock's producer and
-/// consumer are its neighbours), starting from each unvisited threadblock
-/// in plan order (rank by rank, channel by channel). A ring comes out as
-/// arcs of neighbours, every channel of a multi-ring and every sender/receiver
-/// pair of a direct exchange as one contiguous run, so cutting the order
-/// into contiguous pieces ([`partition`]) keeps a FIFO's two ends on one
-/// worker wherever the schedule allows it.
+/// Threadblocks in the order a walk along FIFOs visits them, each group
+/// of threadblocks that wait on one another (a dependency component: a
+/// reduction chain, a rank's receive and send halves) visited whole.
+/// Breadth first over the undirected graph of connections between the
+/// groups (a threadblock's producer and consumer are its neighbours),
+/// starting from each unvisited threadblock in plan order (rank by rank,
+/// channel by channel). A ring comes out as arcs of neighbours, every
+/// channel of a multi-ring and every sender/receiver pair of a direct
+/// exchange as one contiguous run, and a rank's reduction chain as one run,
+/// so cutting the order into contiguous pieces ([`partition`]) keeps a
+/// FIFO's two ends, and the threadblocks that read what another just
+/// wrote, on one worker wherever the schedule allows it.
 fn fifo_order(plan: &Plan) -> Vec<usize> {
     let n = plan.tbs.len();
+    // Dependency edges, both ways.
+    let mut dep_nb: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (t, tb) in plan.tbs.iter().enumerate() {
+        for &w in tb.waiters.iter().filter(|&&w| w < n && w != t) {
+            dep_nb[t].push(w);
+            dep_nb[w].push(t);
+        }
+    }
     let mut seen = vec![false; n];
     let mut order = Vec::with_capacity(n);
     let mut queue = std::collections::VecDeque::new();
+    let mut group = Vec::new();
+    // Marks `t`'s whole dependency component seen and queues it, members in
+    // the order a walk over dependencies from `t` meets them.
+    let mut visit =
+        |t: usize, seen: &mut Vec<bool>, queue: &mut std::collections::VecDeque<usize>| {
+            if seen[t] {
+                return;
+            }
+            seen[t] = true;
+            group.clear();
+            group.push(t);
+            let mut i = 0;
+            while i < group.len() {
+                let u = group[i];
+                i += 1;
+                for &v in &dep_nb[u] {
+                    if !seen[v] {
+                        seen[v] = true;
+                        group.push(v);
+                    }
+                }
+            }
+            queue.extend(group.iter().copied());
+        };
     for start in 0..n {
-        if seen[start] {
-            continue;
-        }
-        seen[start] = true;
-        queue.push_back(start);
+        visit(start, &mut seen, &mut queue);
         while let Some(t) = queue.pop_front() {
             order.push(t);
             let tb = &plan.tbs[t];
             let producer = tb.recv_fifo.and_then(|f| plan.fifos.get(f)?.producer);
             let consumer = tb.send_fifo.and_then(|f| plan.fifos.get(f)?.consumer);
             for nb in [consumer, producer].into_iter().flatten() {
-                if nb < n && !seen[nb] {
-                    seen[nb] = true;
-                    queue.push_back(nb);
+                if nb < n {
+                    visit(nb, &mut seen, &mut queue);
                 }
             }
         }
@@ -1123,6 +1186,33 @@ mod tests {
         };
         assert_eq!(crosses(1), 2);
         assert_eq!(crosses(2), 0);
+    }
+
+    /// A direct exchange's reduction chain (the threadblock that adds
+    /// every peer's contribution and the receivers it waits on) lands on
+    /// one worker: the walk takes dependency neighbours first.
+    #[test]
+    fn placement_keeps_reduction_chains_on_one_worker() {
+        let plan =
+            super::super::plan::build(&crate::sim::programs::direct_reduce_scatter(8).unwrap())
+                .unwrap();
+        let order = fifo_order(&plan);
+        let cut = partition(&vec![1; order.len()], 2);
+        let mut owner = vec![0; order.len()];
+        for (&t, &w) in order.iter().zip(&cut) {
+            owner[t] = w;
+        }
+        let crossing: usize = plan
+            .tbs
+            .iter()
+            .enumerate()
+            .map(|(t, tb)| tb.waiters.iter().filter(|&&w| owner[w] != owner[t]).count())
+            .sum();
+        let edges: usize = plan.tbs.iter().map(|tb| tb.waiters.len()).sum();
+        assert_eq!(
+            crossing, 0,
+            "{crossing} of {edges} dependencies cross workers"
+        );
     }
 
     #[test]
