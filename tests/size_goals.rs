@@ -65,7 +65,7 @@ fn small_messages_near_the_alpha_aware_figure_on_single_hosts() {
         let multi_hop_goal = if whole_gpu { 1.1 } else { 1.15 };
         let sel = compile::auto(&topo, &opts, &sizes, &SimOptions::default(), None).unwrap();
         let b = bound::bandwidth_bound(&topo, Collective::ReduceScatter).unwrap();
-        let lat = bound::latency_terms(&topo).unwrap();
+        let lat = bound::latency_terms_for(&topo, &b).unwrap();
         let multi_hop = rscc::synth::tree::applies(&topo);
         for (si, &s) in sel.sizes.iter().enumerate() {
             let t = sel.times_us[sel.winners[si]][si];

@@ -474,6 +474,20 @@ pub struct LatencyTerms {
     /// dist[s · nodes + v]: least α of a path from rank s to node v, µs.
     dist: Vec<f64>,
     nodes: usize,
+    /// The cut latency terms of one op ([`latency_terms_for`]); none from
+    /// [`latency_terms`].
+    cuts: Vec<CutTerm>,
+}
+
+/// One cut's latency term (docs/cost-model.md §2, "Cut latency"): `demand`
+/// pieces of S/N bytes must cross the cut over `links`, each (a, c): no
+/// byte crosses it before a µs (the least α of a route through it from a
+/// GPU on the sending side to one on the receiving side), at most c GB/s.
+/// Sorted by a.
+#[derive(Debug, Clone)]
+struct CutTerm {
+    demand: usize,
+    links: Vec<(f64, f64)>,
 }
 
 /// See [`LatencyTerms`].
@@ -538,7 +552,145 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
         inlinks,
         dist: all,
         nodes,
+        cuts: Vec::new(),
     })
+}
+
+/// [`latency_terms`] with the cut latency terms of `b`'s op
+/// (docs/cost-model.md §2): over its binding cut and, on several hosts,
+/// over every host and the rest of the machine. Each such cut S with GPUs
+/// on both sides must be crossed by data in the op's direction — into S
+/// for reduce-scatter (|S ∩ GPUs| shards), out of S for allgather (as
+/// many), both ways for allreduce (every element: N shards each way) —
+/// and a byte crosses a link of the cut only after the α of a whole route
+/// from a GPU on the sending side, through that link, to one on the
+/// receiving side: on hosts joined by NICs every inter-host byte waits
+/// the NIC route's α, not the least α between two host-mates.
+pub fn latency_terms_for(topo: &Topology, b: &BandwidthBound) -> Result<LatencyTerms, BoundError> {
+    let mut lat = latency_terms(topo)?;
+    let g = &topo.graph;
+    let n = g.node_count();
+    let nr = topo.num_ranks();
+    let mut sets: Vec<Vec<bool>> = Vec::new();
+    let ids: std::collections::HashMap<&str, usize> = g
+        .node_indices()
+        .map(|v| (g[v].id.as_str(), v.index()))
+        .collect();
+    let mut binding = vec![false; n];
+    for id in &b.binding_cut.inside {
+        if let Some(&v) = ids.get(id.as_str()) {
+            binding[v] = true;
+        }
+    }
+    sets.push(binding);
+    if topo.num_hosts() > 1 {
+        let mut hosts: Vec<&str> = Vec::new();
+        for v in g.node_indices() {
+            if let Some(h) = g[v].host.as_deref() {
+                if !hosts.contains(&h) {
+                    hosts.push(h);
+                }
+            }
+        }
+        for h in hosts {
+            let on: Vec<bool> = g
+                .node_indices()
+                .map(|v| g[v].host.as_deref() == Some(h))
+                .collect();
+            sets.push(on.iter().map(|&x| !x).collect());
+            sets.push(on);
+        }
+    }
+    // Directions: true = into S.
+    let dirs: &[bool] = match b.coll {
+        Collective::ReduceScatter => &[true],
+        Collective::AllGather => &[false],
+        Collective::AllReduce => &[true, false],
+    };
+    let routed = topo.routed_links();
+    for set in &sets {
+        let k = topo.ranks.iter().filter(|r| set[r.index()]).count();
+        if k == 0 || k == nr {
+            continue;
+        }
+        let demand = if b.coll == Collective::AllReduce {
+            nr
+        } else {
+            k
+        };
+        for &into in dirs {
+            // The sending side: outside S for data entering it.
+            let send_side = !into;
+            let starts = |side: bool| -> Vec<usize> {
+                topo.ranks
+                    .iter()
+                    .map(|r| r.index())
+                    .filter(|&v| set[v] == side)
+                    .collect()
+            };
+            let from = alpha_distances(topo, &starts(send_side), false);
+            let to = alpha_distances(topo, &starts(!send_side), true);
+            let mut links: Vec<(f64, f64)> = g
+                .edge_references()
+                .filter(|e| {
+                    routed[e.id().index()]
+                        && e.weight().capacity_gbps() > 0.0
+                        && set[e.source().index()] == send_side
+                        && set[e.target().index()] != send_side
+                })
+                .map(|e| {
+                    (
+                        from[e.source().index()]
+                            + e.weight().alpha_us.max(0.0)
+                            + to[e.target().index()],
+                        e.weight().capacity_gbps(),
+                    )
+                })
+                .filter(|l| l.0.is_finite())
+                .collect();
+            links.sort_by(|x, y| x.0.total_cmp(&y.0));
+            if !links.is_empty() {
+                lat.cuts.push(CutTerm { demand, links });
+            }
+        }
+    }
+    Ok(lat)
+}
+
+/// Least α of a path from any of `starts` (node indices) to every node,
+/// or with `reverse` from every node to the nearest of them, over links
+/// that carry something (positive capacity), µs.
+fn alpha_distances(topo: &Topology, starts: &[usize], reverse: bool) -> Vec<f64> {
+    let g = &topo.graph;
+    let mut dist = vec![f64::INFINITY; g.node_count()];
+    let mut heap = BinaryHeap::new();
+    for &s in starts {
+        dist[s] = 0.0;
+        heap.push(Item(0.0, s));
+    }
+    let dir = if reverse {
+        petgraph::Direction::Incoming
+    } else {
+        petgraph::Direction::Outgoing
+    };
+    while let Some(Item(d, u)) = heap.pop() {
+        if d > dist[u] {
+            continue;
+        }
+        for e in g.edges_directed(NodeIndex::new(u), dir) {
+            let l = e.weight();
+            if l.capacity_gbps() <= 0.0 {
+                continue;
+            }
+            let v = if reverse { e.source() } else { e.target() }.index();
+            let nd = d + l.alpha_us.max(0.0);
+            if nd < dist[v] {
+                dist[v] = nd;
+                heap.push(Item(nd, v));
+            }
+        }
+    }
+    dist
 }
 
 impl LatencyTerms {
@@ -591,7 +743,20 @@ impl LatencyTerms {
     /// message's α before its bytes move), so the T_bw bytes that must cross
     /// the binding cut move only after α_min.
     pub fn bound_us(&self, b: &BandwidthBound, size_bytes: u64) -> f64 {
-        (self.alpha_min_us + time_bound_us(b, size_bytes)).max(self.shard_path_us(size_bytes))
+        (self.alpha_min_us + time_bound_us(b, size_bytes))
+            .max(self.shard_path_us(size_bytes))
+            .max(self.cut_latency_us(size_bytes))
+    }
+
+    /// The cut latency term: the largest over the cuts of
+    /// [`latency_terms_for`] of the least T by which their demand can have
+    /// crossed them, µs (0 without cuts).
+    pub fn cut_latency_us(&self, size_bytes: u64) -> f64 {
+        let piece = size_bytes as f64 / self.ranks as f64 / 1e3;
+        self.cuts
+            .iter()
+            .map(|c| fill_sorted(&c.links, piece * c.demand as f64))
+            .fold(0.0, f64::max)
     }
 }
 
@@ -599,6 +764,11 @@ impl LatencyTerms {
 /// (infinity when `arr` is empty).
 fn fill_time(arr: &mut [(f64, f64)], need: f64) -> f64 {
     arr.sort_by(|x, y| x.0.total_cmp(&y.0));
+    fill_sorted(arr, need)
+}
+
+/// [`fill_time`] over `arr` already sorted by a.
+fn fill_sorted(arr: &[(f64, f64)], need: f64) -> f64 {
     let (mut cap, mut weighted) = (0.0f64, 0.0f64);
     for (i, &(a, c)) in arr.iter().enumerate() {
         cap += c;
@@ -673,7 +843,7 @@ pub fn alpha_bound_with(
     topo: &Topology,
     size_bytes: u64,
 ) -> Result<f64, BoundError> {
-    Ok(latency_terms(topo)?.bound_us(b, size_bytes))
+    Ok(latency_terms_for(topo, b)?.bound_us(b, size_bytes))
 }
 
 #[derive(PartialEq)]

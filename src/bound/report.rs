@@ -4,7 +4,7 @@
 //! or serialises it.
 
 use super::{
-    alpha_bound_with, bandwidth_bound, min_steps, ratio_f64, ratio_string, time_bound_us,
+    bandwidth_bound, latency_terms_for, min_steps, ratio_f64, ratio_string, time_bound_us,
     BoundError,
 };
 use crate::ir::{Collective, Topology};
@@ -65,6 +65,11 @@ pub struct BoundReport {
     pub time_bound_us: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alpha_bound_us: Option<f64>,
+    /// The α-aware bound's cut latency term alone (docs/cost-model.md §2);
+    /// `alpha_bound_us` is the largest of it, α_min + T_bw and the shard
+    /// path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_latency_us: Option<f64>,
 }
 
 /// The report for `coll` on `topo`, with the time bounds at `size`.
@@ -75,12 +80,16 @@ pub fn report(
 ) -> Result<BoundReport, BoundError> {
     let b = bandwidth_bound(topo, coll)?;
     let steps = min_steps(topo, coll)?;
-    let (time_bound_us, alpha_bound_us) = match size {
-        Some(s) => (
-            Some(time_bound_us(&b, s)),
-            Some(alpha_bound_with(&b, topo, s)?),
-        ),
-        None => (None, None),
+    let (time_bound_us, alpha_bound_us, cut_latency_us) = match size {
+        Some(s) => {
+            let lat = latency_terms_for(topo, &b)?;
+            (
+                Some(time_bound_us(&b, s)),
+                Some(lat.bound_us(&b, s)),
+                Some(lat.cut_latency_us(s)),
+            )
+        }
+        None => (None, None, None),
     };
     let cut = &b.binding_cut;
     let inside: HashSet<&str> = cut.inside.iter().map(|s| s.as_str()).collect();
@@ -130,5 +139,6 @@ pub fn report(
         size_bytes: size,
         time_bound_us,
         alpha_bound_us,
+        cut_latency_us,
     })
 }

@@ -123,6 +123,16 @@ pub fn render(
     if let (Some(s), Some(tb), Some(ab)) = (r.size_bytes, r.time_bound_us, r.alpha_bound_us) {
         out +=
             &format!("size       {s} B\nbandwidth bound {tb:.3} µs\nα-aware bound   {ab:.3} µs\n");
+        if let Some(c) = r.cut_latency_us {
+            out += &format!(
+                "  cut latency term {c:.3} µs (the cuts' data after their routes' α){}\n",
+                if c >= ab * (1.0 - 1e-12) {
+                    ": it binds"
+                } else {
+                    ""
+                }
+            );
+        }
         if let Some(t) = route.as_ref().and_then(|rb| rb.time_bound_us) {
             out += &format!("route bound     {t:.3} µs\n");
         }

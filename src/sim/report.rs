@@ -54,11 +54,15 @@ pub struct Scorer {
 
 impl Scorer {
     pub fn new(topo: &Topology, coll: crate::ir::Collective) -> Self {
+        let bw = bound::bandwidth_bound(topo, coll).ok();
+        let lat = bw
+            .as_ref()
+            .and_then(|b| bound::latency_terms_for(topo, b).ok());
         Scorer {
             coll,
             ranks: topo.num_ranks(),
-            bw: bound::bandwidth_bound(topo, coll).ok(),
-            lat: bound::latency_terms(topo).ok(),
+            bw,
+            lat,
         }
     }
 
