@@ -582,19 +582,32 @@ fn per_link_shard_path_on_dgx1() {
             &rscc::compile::CompileOptions::algo(algo, None),
         )
         .unwrap();
-        for k in 0..6 {
-            let s = 1024u64 << (2 * k);
-            let t = rscc::sim::simulate(&c.program, &topo, s, &Default::default())
-                .unwrap()
-                .time_us;
-            let lb = lat.bound_us(&b, s);
-            assert!(
-                t >= lb * (1.0 - 1e-9),
-                "{}: {t} < {lb} at {s} B",
-                algo.name()
-            );
-        }
+        let sizes: Vec<u64> = (0..6).map(|k| 1024u64 << (2 * k)).collect();
+        simulates_above(&c.program, &topo, &b, &lat, &sizes, algo.name());
     }
+}
+
+/// Asserts that `prog` simulates at or above the α-aware bound at every
+/// size; returns how many sizes it checked.
+fn simulates_above(
+    prog: &rscc::ir::Program,
+    topo: &rscc::ir::Topology,
+    b: &bound::BandwidthBound,
+    lat: &bound::LatencyTerms,
+    sizes: &[u64],
+    what: &str,
+) -> usize {
+    for &s in sizes {
+        let t = rscc::sim::simulate(prog, topo, s, &Default::default())
+            .unwrap()
+            .time_us;
+        let lb = lat.bound_us(b, s);
+        assert!(
+            t >= lb * (1.0 - 1e-9),
+            "{what}: {t} µs at {s} B, below the bound {lb} µs"
+        );
+    }
+    sizes.len()
 }
 
 /// Allreduce where a GPU's own link is wider than what lies behind it:
@@ -685,19 +698,9 @@ fn cut_latency_term_on_hosts_joined_by_nics() {
             let Ok(c) = compile_one(&topo, algo, &opts) else {
                 continue;
             };
-            for k in 0..6 {
-                let s = 1024u64 << (4 * k);
-                let t = rscc::sim::simulate(&c.program, &topo, s, &Default::default())
-                    .unwrap()
-                    .time_us;
-                let lb = lat.bound_us(&b, s);
-                assert!(
-                    t >= lb * (1.0 - 1e-9),
-                    "{op:?} {}: {t} µs at {s} B, below the bound {lb} µs",
-                    algo.name()
-                );
-                checked += 1;
-            }
+            let sizes: Vec<u64> = (0..6).map(|k| 1024u64 << (4 * k)).collect();
+            let what = format!("{op:?} {}", algo.name());
+            checked += simulates_above(&c.program, &topo, &b, &lat, &sizes, &what);
         }
     }
     assert!(checked >= 3 * 2 * 6, "{checked}");
