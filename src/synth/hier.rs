@@ -83,10 +83,16 @@ impl Synthesizer for Hier {
                 Box::new(move || hier_pat(spec, &hs, &radices)) as super::Candidate
             })
             .collect();
+        // Rail aggregation by blocks of consecutive shards: few host-mate
+        // messages per tile where the per-shard trees send one per host.
+        let blocks = Box::new({
+            let hs = hs.clone();
+            move || hier_blocks(spec, &hs)
+        }) as super::Candidate;
         Ok(Offer {
             candidates,
             small,
-            more_small: vec![vec![star], pat],
+            more_small: vec![vec![star], pat, vec![blocks]],
             search: None,
         })
     }
@@ -388,6 +394,98 @@ pub fn hier_pat(spec: Spec, hosts: &[Vec<usize>], radices: &[usize]) -> Algorith
     Algorithm::reduce_scatter(name, spec, transfers)
 }
 
+/// Rail aggregation by blocks of consecutive shards (`hier-blocks`): the
+/// rail phase moves what `hier`'s aggregated rails move — every host sends
+/// one partial sum per shard of every other host across the NICs — but a
+/// host's aggregators collect blocks of consecutive shards instead of the
+/// shards of one local index, which lie g apart in every buffer.
+///
+/// Each host's g shards form P pieces of g/P consecutive shards (P = 1
+/// when H ≥ g, else g / gcd(H, g)); piece p of owner host h_o is
+/// aggregated on sending host h by its GPU (P·(h_o + h) + p) mod g. Over
+/// the other hosts' pieces one sending host's values P·(h_o + h) + p run
+/// through an interval of P·H integers less one block of P, and so do
+/// one owner host's over the sending hosts: where g divides P·H every GPU
+/// aggregates, and every NIC receives, as many pieces as any other within
+/// one (with P = 1 and g not dividing H, within one more). Its host-mates send it
+/// their contributions to the piece, one message per piece, in rail order
+/// (owner host h + 1 first); it sends the piece's partial sum across its
+/// rail to the GPU of the same local index on h_o, which adds the sums it
+/// receives from every host and its own contribution and sends each shard
+/// to its owner; the owner's other host-mates send it their own
+/// contributions. The rotation by h spreads what a host receives over all
+/// its NICs. Per GPU that is about (H − 1)·P/g messages to each host-mate
+/// and as many rail messages, where the per-shard trees send H to each
+/// host-mate: the messages' α is what bounds `hier` at medium sizes on
+/// many hosts (docs/algorithms.md "Hierarchical").
+pub fn hier_blocks(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
+    let nh = hosts.len();
+    let g = hosts[0].len();
+    let pieces = if nh >= g { 1 } else { g / gcd(nh, g) };
+    let where_ = positions(spec.ranks, hosts);
+    // Steps: host-mate contributions by rail order q (1..H−1), rail sums
+    // after them, the last hop to the owner after every rail sum.
+    let last = 2 * nh + 1;
+    let mut transfers = Vec::new();
+    for (o, &(ho, ko)) in where_.iter().enumerate() {
+        let owner = hosts[ho][ko];
+        let piece = ko * pieces / g;
+        // GPUs of the owner's host that receive rail sums for o.
+        let mut relays = vec![false; g];
+        for (h, members) in hosts.iter().enumerate() {
+            if h == ho {
+                continue;
+            }
+            let a = (pieces * (ho + h) + piece) % g;
+            relays[a] = true;
+            let q = (ho + nh - h - 1) % nh;
+            for j in 0..spec.chunks() {
+                let chunk = o * spec.chunks() + j;
+                for (m, &s) in members.iter().enumerate() {
+                    if m != a {
+                        transfers.push(Transfer {
+                            step: 1 + q,
+                            chunk,
+                            src: s,
+                            dst: members[a],
+                            channel: 0,
+                        });
+                    }
+                }
+                transfers.push(Transfer {
+                    step: nh + 1 + q,
+                    chunk,
+                    src: members[a],
+                    dst: hosts[ho][a],
+                    channel: 1,
+                });
+            }
+        }
+        for (m, &s) in hosts[ho].iter().enumerate() {
+            if m == ko {
+                continue;
+            }
+            for j in 0..spec.chunks() {
+                transfers.push(Transfer {
+                    step: if relays[m] { last } else { 0 },
+                    chunk: o * spec.chunks() + j,
+                    src: s,
+                    dst: owner,
+                    channel: 0,
+                });
+            }
+        }
+    }
+    Algorithm::reduce_scatter("hier-blocks".to_string(), spec, transfers)
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 /// Each of `n` ranks' (host, local index) in `hosts`.
 pub(super) fn positions(n: usize, hosts: &[Vec<usize>]) -> Vec<(usize, usize)> {
     let mut at = vec![(0usize, 0usize); n];
@@ -545,6 +643,58 @@ mod tests {
         .unwrap();
         assert_eq!(groups(&two), hosts(&two));
         assert_eq!(groups(&two).unwrap().len(), 2);
+    }
+
+    /// `hier-blocks` is a valid in-tree per shard that moves what the star
+    /// moves across the rails (every host one partial sum per shard of
+    /// every other host), balanced over the GPUs within one piece, in a
+    /// few messages per host-mate pair: at most the pieces one aggregator
+    /// takes from a host-mate plus the last hop, where the star sends H.
+    #[test]
+    fn blocks_move_what_the_star_moves_in_few_messages() {
+        for (nh, g) in [
+            (2usize, 8usize),
+            (4, 8),
+            (5, 8),
+            (32, 8),
+            (33, 8),
+            (64, 4),
+            (3, 2),
+        ] {
+            let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..(h + 1) * g).collect()).collect();
+            let a = hier_blocks(Spec::reduce_scatter(nh * g, 1), &hs);
+            a.check().unwrap_or_else(|e| panic!("H={nh} g={g}: {e}"));
+            let host = |r: usize| r / g;
+            let pieces = if nh >= g { 1 } else { g / gcd(nh, g) };
+            let per_agg = (nh * pieces).div_ceil(g);
+            let most = per_agg * (g / pieces);
+            let (mut sent, mut got) = (vec![0usize; nh * g], vec![0usize; nh * g]);
+            let mut msgs: std::collections::BTreeMap<
+                (usize, usize),
+                std::collections::BTreeSet<usize>,
+            > = Default::default();
+            for t in &a.transfers {
+                if host(t.src) != host(t.dst) {
+                    assert_eq!(t.src % g, t.dst % g, "on its rail");
+                    sent[t.src] += 1;
+                    got[t.dst] += 1;
+                } else {
+                    msgs.entry((t.src, t.dst)).or_default().insert(t.step);
+                }
+            }
+            for h in 0..nh {
+                let out: usize = sent[h * g..(h + 1) * g].iter().sum();
+                assert_eq!(out, (nh - 1) * g, "H={nh} g={g} host {h}");
+            }
+            assert!(
+                sent.iter().chain(&got).all(|&c| c <= most),
+                "H={nh} g={g}: {sent:?} {got:?}"
+            );
+            assert!(
+                msgs.values().all(|steps| steps.len() <= per_agg + 1),
+                "H={nh} g={g}"
+            );
+        }
     }
 
     /// Every rail tree is a valid in-tree per shard that moves what the
