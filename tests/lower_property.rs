@@ -512,3 +512,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(fixed_cases(32))]
+    /// Random blocks of consecutive shards (`hier-blocks`: hosts × GPUs
+    /// per host, one or two chunks per shard) lower and verify in every op
+    /// and for both runtimes.
+    #[test]
+    fn blocks_of_consecutive_shards_lower_and_verify(nh in 2usize..11, g in 1usize..6, k in 1usize..3) {
+        let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..h * g + g).collect()).collect();
+        let rs = rscc::synth::hier::hier_blocks(Spec::reduce_scatter(nh * g, k), &hs);
+        for op in [Collective::ReduceScatter, Collective::AllGather, Collective::AllReduce] {
+            let alg = match op {
+                Collective::ReduceScatter => rs.clone(),
+                Collective::AllGather => rs.allgather_dual(),
+                Collective::AllReduce => Algorithm::allreduce(&rs, &rs.allgather_dual()),
+            };
+            for runtime in [rscc::ir::Runtime::Executor, rscc::ir::Runtime::Rccl] {
+                let opts = LowerOptions { runtime, ..LowerOptions::default() };
+                let r = lowers_and_verifies(&alg, &opts);
+                prop_assert!(r.is_ok(), "H {} g {} k {} {:?} {:?}: {}", nh, g, k, op, runtime, r.unwrap_err());
+            }
+        }
+    }
+}

@@ -127,6 +127,20 @@ fn butterflies_fold_at_their_top_digit() {
     assert_eq!(agree(&c.program, &t, "16 x DGX-H100 hier-pat-8-2"), 8);
 }
 
+/// `hier-blocks` aggregates piece p of owner host h_o on host h at GPU
+/// (P·(h_o + h) + p) mod g: a shift by k hosts moves it 2kP GPUs, so on
+/// 4 × DGX-H100 (P = 2) the program repeats every 2 hosts and folds two
+/// ways, and on 16 (P = 1) every 4 hosts, four ways.
+#[test]
+fn hier_blocks_repeats_every_g_over_2p_hosts() {
+    let t = hosts("dgx-h100", 4);
+    let p = program(&t, Algo::HierBlocks, Collective::ReduceScatter);
+    assert_eq!(agree(&p, &t, "4 x DGX-H100 hier-blocks"), 2);
+    let t = hosts("dgx-h100", 16);
+    let p = program(&t, Algo::HierBlocks, Collective::ReduceScatter);
+    assert_eq!(run(&p, &t, 1 << 20, true).folded, 4);
+}
+
 /// `ring`'s rail rings enter host h at GPU (ring + h) mod 8: on 16 hosts
 /// the program repeats every 8 hosts, and folds two ways.
 #[test]

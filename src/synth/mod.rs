@@ -13,6 +13,7 @@
 //! Work two synthesizers need (the rings, the mixture LP) is computed once
 //! per request through [`Context::shared`].
 
+pub mod blocks;
 pub mod direct;
 pub mod flow;
 pub mod forest;
@@ -49,11 +50,12 @@ pub enum Algo {
     HierRing,
     HierHalving,
     HierPat,
+    HierBlocks,
 }
 
 /// Every synthesizer, in the order `auto` compiles them (the ring first:
 /// it is the baseline and always applies).
-pub const REGISTRY: [(Algo, &dyn Synthesizer); 12] = [
+pub const REGISTRY: [(Algo, &dyn Synthesizer); 13] = [
     (Algo::Ring, &ring::Ring),
     (Algo::Direct, &direct::Direct),
     (Algo::Tree, &tree::Tree),
@@ -66,6 +68,7 @@ pub const REGISTRY: [(Algo, &dyn Synthesizer); 12] = [
     (Algo::HierRing, &hring::HierRing),
     (Algo::HierHalving, &halving::HierHalving),
     (Algo::HierPat, &pat::HierPat),
+    (Algo::HierBlocks, &blocks::HierBlocks),
 ];
 
 impl Algo {
