@@ -476,6 +476,30 @@ fn radices_of(mut nh: usize, pick: &mut impl FnMut(usize) -> usize) -> Vec<usize
     out
 }
 
+/// A reduce-scatter's own op, its allgather dual and their allreduce each
+/// lower and verify for both runtimes; the first failure, named.
+fn every_op_lowers_and_verifies(rs: &Algorithm) -> Result<(), String> {
+    for op in [
+        Collective::ReduceScatter,
+        Collective::AllGather,
+        Collective::AllReduce,
+    ] {
+        let alg = match op {
+            Collective::ReduceScatter => rs.clone(),
+            Collective::AllGather => rs.allgather_dual(),
+            Collective::AllReduce => Algorithm::allreduce(rs, &rs.allgather_dual()),
+        };
+        for runtime in [rscc::ir::Runtime::Executor, rscc::ir::Runtime::Rccl] {
+            let opts = LowerOptions {
+                runtime,
+                ..LowerOptions::default()
+            };
+            lowers_and_verifies(&alg, &opts).map_err(|e| format!("{op:?} {runtime:?}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(fixed_cases(48))]
     /// Random rails-first butterflies (`hier-pat`: hosts × GPUs per host,
@@ -490,18 +514,8 @@ proptest! {
         let radices = radices_of(nh, &mut pick);
         let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..h * g + g).collect()).collect();
         let rs = rscc::synth::hier::hier_pat(Spec::reduce_scatter(nh * g, k), &hs, &radices);
-        for op in [Collective::ReduceScatter, Collective::AllGather, Collective::AllReduce] {
-            let alg = match op {
-                Collective::ReduceScatter => rs.clone(),
-                Collective::AllGather => rs.allgather_dual(),
-                Collective::AllReduce => Algorithm::allreduce(&rs, &rs.allgather_dual()),
-            };
-            for runtime in [rscc::ir::Runtime::Executor, rscc::ir::Runtime::Rccl] {
-                let opts = LowerOptions { runtime, ..LowerOptions::default() };
-                let r = lowers_and_verifies(&alg, &opts);
-                prop_assert!(r.is_ok(), "{:?} {:?} {:?}: {}", radices, op, runtime, r.unwrap_err());
-            }
-        }
+        let r = every_op_lowers_and_verifies(&rs);
+        prop_assert!(r.is_ok(), "{:?}: {}", radices, r.unwrap_err());
         if nh * g * k <= 71 {
             let p = lower(&rs, &LowerOptions::default()).unwrap();
             let most = radices.iter().map(|f| f - 1).sum::<usize>() + g - 1;
@@ -522,17 +536,7 @@ proptest! {
     fn blocks_of_consecutive_shards_lower_and_verify(nh in 2usize..11, g in 1usize..6, k in 1usize..3) {
         let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..h * g + g).collect()).collect();
         let rs = rscc::synth::hier::hier_blocks(Spec::reduce_scatter(nh * g, k), &hs);
-        for op in [Collective::ReduceScatter, Collective::AllGather, Collective::AllReduce] {
-            let alg = match op {
-                Collective::ReduceScatter => rs.clone(),
-                Collective::AllGather => rs.allgather_dual(),
-                Collective::AllReduce => Algorithm::allreduce(&rs, &rs.allgather_dual()),
-            };
-            for runtime in [rscc::ir::Runtime::Executor, rscc::ir::Runtime::Rccl] {
-                let opts = LowerOptions { runtime, ..LowerOptions::default() };
-                let r = lowers_and_verifies(&alg, &opts);
-                prop_assert!(r.is_ok(), "H {} g {} k {} {:?} {:?}: {}", nh, g, k, op, runtime, r.unwrap_err());
-            }
-        }
+        let r = every_op_lowers_and_verifies(&rs);
+        prop_assert!(r.is_ok(), "H {} g {} k {}: {}", nh, g, k, r.unwrap_err());
     }
 }
