@@ -71,7 +71,8 @@ impl Synthesizer for Hier {
         // "Hierarchical"), so only the star is offered.
         let star = Box::new({
             let hs = hs.clone();
-            move || hier_tree(spec, &hs, 0, radices[0], SPREAD + 1)
+            let f = radices[0];
+            move || hier_tree(spec, &hs, 0, f, SPREAD + 1)
         }) as super::Candidate;
         // Rails first: a butterfly over the hosts on every rail, whose
         // messages each carry many shards, then one host-mate hop; the
@@ -89,10 +90,31 @@ impl Synthesizer for Hier {
             let hs = hs.clone();
             move || hier_blocks(spec, &hs)
         }) as super::Candidate;
+        // Rail lanes: 2 and 3 chunks per shard, each chunk its own step and
+        // rail lane, so the NICs start after one chunk of intra-host
+        // traffic (medium and large sizes on few hosts). Up to
+        // LANES_MAX_HOSTS hosts: beyond, the per-shard messages already
+        // bound medium sizes and the lowering of 2–3 × the steps costs
+        // synthesis time at scale.
+        let mut more_small = vec![vec![star], pat, vec![blocks]];
+        if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
+            for chunks in [2, 3] {
+                more_small.push(
+                    radices
+                        .iter()
+                        .map(|&f| {
+                            let hs = hs.clone();
+                            Box::new(move || hier_tree_lanes(spec, &hs, f, chunks))
+                                as super::Candidate
+                        })
+                        .collect(),
+                );
+            }
+        }
         Ok(Offer {
             candidates,
             small,
-            more_small: vec![vec![star], pat, vec![blocks]],
+            more_small,
             search: None,
         })
     }
@@ -233,6 +255,9 @@ pub fn hier_algorithm(spec: Spec, hosts: &[Vec<usize>], abroad: usize) -> Algori
 /// "Hierarchical").
 pub const SPREAD: usize = 2;
 
+/// The most hosts (or groups) `hier` offers its rail-lane schedules on.
+pub const LANES_MAX_HOSTS: usize = 16;
+
 /// The hierarchical algorithm whose rail phase, per shard, is the
 /// radix-`radix` tree over the hosts rooted at the owner's host (see
 /// `rail_parent`; radix ≥ H is the star). Every tree has H − 1 edges per
@@ -256,7 +281,19 @@ pub fn hier_tree(
     radix: usize,
     spread: usize,
 ) -> Algorithm {
-    build(spec, hosts, abroad, Rail::Radix(radix), spread)
+    build(spec, hosts, abroad, Rail::Radix(radix), spread, 1)
+}
+
+/// `hier_tree` with `chunks` ≥ 2 chunks per shard, each chunk a step of
+/// its own, chunk j crossing the rail on lane j mod `chunks` (a logical
+/// channel each): a rail aggregator forwards a shard's first chunk as
+/// soon as its host-mates' first chunks are in, and the lanes' messages
+/// pay their rail α side by side, so the NICs start after one chunk's
+/// worth of intra-host traffic instead of one shard's (docs/algorithms.md
+/// "Hierarchical", "Rail lanes").
+pub fn hier_tree_lanes(spec: Spec, hosts: &[Vec<usize>], radix: usize, chunks: usize) -> Algorithm {
+    let spec = Spec::reduce_scatter(spec.ranks, chunks);
+    build(spec, hosts, 0, Rail::Radix(radix), 1, chunks)
 }
 
 /// The hierarchical algorithm whose rail phase is recursive halving: per
@@ -268,7 +305,7 @@ pub fn hier_tree(
 /// for `hier`'s radix trees, which clear the lowest digit instead
 /// (`--algo hier-halving`).
 pub fn hier_halving(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
-    build(spec, hosts, 0, Rail::Halving, 1)
+    build(spec, hosts, 0, Rail::Halving, 1, 1)
 }
 
 /// Most rail peers a rank of `hier_pat` may have (all on one channel:
@@ -506,8 +543,20 @@ enum Rail {
     Halving,
 }
 
-fn build(spec: Spec, hosts: &[Vec<usize>], abroad: usize, rail: Rail, spread: usize) -> Algorithm {
+fn build(
+    spec: Spec,
+    hosts: &[Vec<usize>],
+    abroad: usize,
+    rail: Rail,
+    spread: usize,
+    lanes: usize,
+) -> Algorithm {
     let spread = spread.max(1);
+    // With rail lanes every chunk of a shard is a step of its own (chunk j
+    // after chunk j − 1 of the same transfer), and chunk j crosses the
+    // rail on lane j mod `lanes`.
+    let c = if lanes > 1 { spec.chunks() } else { 1 };
+    let at = |step: usize, j: usize| if lanes > 1 { step * c + j } else { step };
     let nh = hosts.len();
     let g = hosts[0].len();
     let abroad = abroad.min(g - 1);
@@ -548,7 +597,7 @@ fn build(spec: Spec, hosts: &[Vec<usize>], abroad: usize, rail: Rail, spread: us
                             channel: 2,
                         }),
                         None => transfers.push(Transfer {
-                            step: intra,
+                            step: at(intra, j),
                             chunk,
                             src: s,
                             dst: agg,
@@ -581,15 +630,16 @@ fn build(spec: Spec, hosts: &[Vec<usize>], abroad: usize, rail: Rail, spread: us
                         Rail::Halving => (r - (1 << r.ilog2()), 0),
                     };
                     // q = H − 1 − r: a child (larger r) sends earlier.
-                    let step = nh * g + q;
+                    let step = at(nh * g + q, j);
                     transfers.push(Transfer {
                         step,
                         chunk,
                         src: agg,
                         dst: hosts[(ho + p) % nh][ko],
-                        channel: match lane {
-                            0 => 1,
-                            lane => 1 + spread + lane,
+                        channel: match (lane, j % lanes.max(1)) {
+                            (0, 0) => 1,
+                            (lane, 0) => 1 + spread + lane,
+                            (_, rail_lane) => 2 * spread + rail_lane,
                         },
                     });
                 }
@@ -607,6 +657,9 @@ fn build(spec: Spec, hosts: &[Vec<usize>], abroad: usize, rail: Rail, spread: us
     }
     if spread > 1 {
         name += &format!("-s{spread}");
+    }
+    if lanes > 1 {
+        name += &format!("-c{}", spec.chunks());
     }
     Algorithm::reduce_scatter(name, spec, transfers)
 }
