@@ -698,6 +698,51 @@ mod tests {
         assert_eq!(groups(&two).unwrap().len(), 2);
     }
 
+    /// Rail lanes: a valid in-tree per chunk, every chunk of a transfer a
+    /// step of its own, and chunk j of a shard across the rail on lane j
+    /// mod C (a logical channel each), moving what the one-chunk tree moves.
+    #[test]
+    fn rail_lanes_step_and_route_each_chunk_apart() {
+        for (nh, g, c) in [(2usize, 4usize, 2usize), (4, 2, 3), (5, 2, 2)] {
+            let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..(h + 1) * g).collect()).collect();
+            let one = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, nh, 1);
+            let a = hier_tree_lanes(Spec::reduce_scatter(nh * g, 1), &hs, nh, c);
+            a.check()
+                .unwrap_or_else(|e| panic!("H={nh} g={g} C={c}: {e}"));
+            assert_eq!(a.name, format!("hier-c{c}"));
+            assert_eq!(a.transfers.len(), one.transfers.len() * c);
+            let host = |r: usize| r / g;
+            let mut lanes = std::collections::BTreeMap::new();
+            for t in a.transfers.iter().filter(|t| host(t.src) != host(t.dst)) {
+                lanes
+                    .entry(t.chunk % c)
+                    .or_insert_with(std::collections::BTreeSet::new)
+                    .insert(t.channel);
+            }
+            let all: Vec<usize> = lanes.values().flatten().copied().collect();
+            assert_eq!(lanes.len(), c);
+            assert!(lanes.values().all(|l| l.len() == 1), "{lanes:?}");
+            assert_eq!(
+                all.iter().collect::<std::collections::BTreeSet<_>>().len(),
+                c
+            );
+            // Chunks of one shard between one pair move at steps of their own.
+            let mut steps = std::collections::BTreeMap::new();
+            for t in &a.transfers {
+                steps
+                    .entry((t.src, t.dst, t.chunk / c))
+                    .or_insert_with(Vec::new)
+                    .push(t.step);
+            }
+            for v in steps.values_mut() {
+                let n = v.len();
+                v.sort_unstable();
+                v.dedup();
+                assert_eq!(v.len(), n, "H={nh} g={g} C={c}");
+            }
+        }
+    }
+
     /// `hier-blocks` is a valid in-tree per shard that moves what the star
     /// moves across the rails (every host one partial sum per shard of
     /// every other host), balanced over the GPUs within one piece, in a
