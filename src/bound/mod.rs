@@ -492,6 +492,11 @@ struct CutTerm {
 
 /// See [`LatencyTerms`].
 pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
+    latency_terms_routed(topo, &topo.routed_links())
+}
+
+/// [`latency_terms`] over `routed` ([`Topology::routed_links`]).
+fn latency_terms_routed(topo: &Topology, routed: &[bool]) -> Result<LatencyTerms, BoundError> {
     let nr = topo.num_ranks();
     if nr < 2 {
         return Err(BoundError::TooFewRanks(nr));
@@ -505,13 +510,7 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
         // Links without capacity carry nothing: they are no path (so a
         // reachable d always has a positive-capacity ingress link with a
         // finite distance to its tail, and the shard path is finite).
-        let dist = dijkstra(topo, s, |l| {
-            if l.capacity_gbps() > 0.0 {
-                l.alpha_us.max(0.0)
-            } else {
-                f64::INFINITY
-            }
-        });
+        let dist = dijkstra(topo, &[topo.ranks[s].index()], false, carrying_alpha);
         for (d, &dn) in topo.ranks.iter().enumerate() {
             if d == s {
                 continue;
@@ -529,7 +528,6 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
     }
     // Only links some route crosses carry a shard's bytes (as in the cut
     // bound).
-    let routed = topo.routed_links();
     let inlinks = topo
         .ranks
         .iter()
@@ -567,7 +565,8 @@ pub fn latency_terms(topo: &Topology) -> Result<LatencyTerms, BoundError> {
 /// receiving side: on hosts joined by NICs every inter-host byte waits
 /// the NIC route's α, not the least α between two host-mates.
 pub fn latency_terms_for(topo: &Topology, b: &BandwidthBound) -> Result<LatencyTerms, BoundError> {
-    let mut lat = latency_terms(topo)?;
+    let routed = topo.routed_links();
+    let mut lat = latency_terms_routed(topo, &routed)?;
     let g = &topo.graph;
     let n = g.node_count();
     let nr = topo.num_ranks();
@@ -607,7 +606,6 @@ pub fn latency_terms_for(topo: &Topology, b: &BandwidthBound) -> Result<LatencyT
         Collective::AllGather => &[false],
         Collective::AllReduce => &[true, false],
     };
-    let routed = topo.routed_links();
     for set in &sets {
         let k = topo.ranks.iter().filter(|r| set[r.index()]).count();
         if k == 0 || k == nr {
@@ -628,8 +626,8 @@ pub fn latency_terms_for(topo: &Topology, b: &BandwidthBound) -> Result<LatencyT
                     .filter(|&v| set[v] == side)
                     .collect()
             };
-            let from = alpha_distances(topo, &starts(send_side), false);
-            let to = alpha_distances(topo, &starts(!send_side), true);
+            let from = dijkstra(topo, &starts(send_side), false, carrying_alpha);
+            let to = dijkstra(topo, &starts(!send_side), true, carrying_alpha);
             let mut links: Vec<(f64, f64)> = g
                 .edge_references()
                 .filter(|e| {
@@ -655,42 +653,6 @@ pub fn latency_terms_for(topo: &Topology, b: &BandwidthBound) -> Result<LatencyT
         }
     }
     Ok(lat)
-}
-
-/// Least α of a path from any of `starts` (node indices) to every node,
-/// or with `reverse` from every node to the nearest of them, over links
-/// that carry something (positive capacity), µs.
-fn alpha_distances(topo: &Topology, starts: &[usize], reverse: bool) -> Vec<f64> {
-    let g = &topo.graph;
-    let mut dist = vec![f64::INFINITY; g.node_count()];
-    let mut heap = BinaryHeap::new();
-    for &s in starts {
-        dist[s] = 0.0;
-        heap.push(Item(0.0, s));
-    }
-    let dir = if reverse {
-        petgraph::Direction::Incoming
-    } else {
-        petgraph::Direction::Outgoing
-    };
-    while let Some(Item(d, u)) = heap.pop() {
-        if d > dist[u] {
-            continue;
-        }
-        for e in g.edges_directed(NodeIndex::new(u), dir) {
-            let l = e.weight();
-            if l.capacity_gbps() <= 0.0 {
-                continue;
-            }
-            let v = if reverse { e.source() } else { e.target() }.index();
-            let nd = d + l.alpha_us.max(0.0);
-            if nd < dist[v] {
-                dist[v] = nd;
-                heap.push(Item(nd, v));
-            }
-        }
-    }
-    dist
 }
 
 impl LatencyTerms {
@@ -801,7 +763,7 @@ pub fn store_forward_shard_us(topo: &Topology, size_bytes: u64) -> Result<f64, B
     let g = &topo.graph;
     let mut worst = 0.0f64;
     for s in 0..nr {
-        let dist = dijkstra(topo, s, |l| {
+        let dist = dijkstra(topo, &[topo.ranks[s].index()], false, |l| {
             l.alpha_us.max(0.0) + shard / (l.capacity_gbps().max(1e-12) * 1e3)
         });
         for (d, &dn) in topo.ranks.iter().enumerate() {
@@ -860,19 +822,32 @@ impl Ord for Item {
     }
 }
 
-fn dijkstra(topo: &Topology, src: usize, w: impl Fn(&crate::ir::Link) -> f64) -> Vec<f64> {
+/// Least total weight `w` of a path from any of `starts` (node indices)
+/// to every node, or with `reverse` from every node to the nearest of them.
+fn dijkstra(
+    topo: &Topology,
+    starts: &[usize],
+    reverse: bool,
+    w: impl Fn(&crate::ir::Link) -> f64,
+) -> Vec<f64> {
     let g = &topo.graph;
     let mut dist = vec![f64::INFINITY; g.node_count()];
-    let s = topo.ranks[src].index();
-    dist[s] = 0.0;
     let mut heap = BinaryHeap::new();
-    heap.push(Item(0.0, s));
+    for &s in starts {
+        dist[s] = 0.0;
+        heap.push(Item(0.0, s));
+    }
+    let dir = if reverse {
+        petgraph::Direction::Incoming
+    } else {
+        petgraph::Direction::Outgoing
+    };
     while let Some(Item(d, u)) = heap.pop() {
         if d > dist[u] {
             continue;
         }
-        for e in g.edges(petgraph::graph::NodeIndex::new(u)) {
-            let v = e.target().index();
+        for e in g.edges_directed(NodeIndex::new(u), dir) {
+            let v = if reverse { e.source() } else { e.target() }.index();
             let nd = d + w(e.weight());
             if nd < dist[v] {
                 dist[v] = nd;
@@ -881,6 +856,16 @@ fn dijkstra(topo: &Topology, src: usize, w: impl Fn(&crate::ir::Link) -> f64) ->
         }
     }
     dist
+}
+
+/// A link's α as a path weight, where links without capacity carry
+/// nothing and are no path.
+fn carrying_alpha(l: &crate::ir::Link) -> f64 {
+    if l.capacity_gbps() > 0.0 {
+        l.alpha_us.max(0.0)
+    } else {
+        f64::INFINITY
+    }
 }
 
 /// SCCL-style step lower bound: the largest number of GPU-to-GPU hops any
