@@ -750,7 +750,7 @@ pub(crate) fn auto_workers(cores: usize, bytes: usize) -> usize {
 /// so cutting the order into contiguous pieces ([`partition`]) keeps a
 /// FIFO's two ends, and the threadblocks that read what another just
 /// wrote, on one worker wherever the schedule allows it.
-fn fifo_order(plan: &Plan) -> Vec<usize> {
+fn placement_order(plan: &Plan) -> Vec<usize> {
     let n = plan.tbs.len();
     // Dependency edges, both ways.
     let mut dep_nb: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -804,7 +804,7 @@ fn fifo_order(plan: &Plan) -> Vec<usize> {
     order
 }
 
-/// Split threadblocks (in [`fifo_order`]) into `w` contiguous runs
+/// Split threadblocks (in [`placement_order`]) into `w` contiguous runs
 /// of about equal weight, so that a rank's threadblocks and its neighbours'
 /// share a worker and its caches. Returns the worker of each threadblock;
 /// every worker gets at least one when there are enough.
@@ -921,7 +921,7 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         })
         .collect();
     let nworkers = geo.workers.clamp(1, ntbs.max(1));
-    let order = fifo_order(plan);
+    let order = placement_order(plan);
     let cut = partition(
         &order.iter().map(|&t| weights[t]).collect::<Vec<_>>(),
         nworkers,
@@ -1158,16 +1158,16 @@ impl<T: Elem> Shared<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fifo_order, partition};
+    use super::{partition, placement_order};
 
     /// Cut into two, an 8-rank ring's walk gives two arcs of the ring
     /// (two FIFOs cross workers); a 2-channel ring's gives one channel per
     /// worker (none cross).
     #[test]
-    fn fifo_order_keeps_neighbours_together() {
+    fn placement_keeps_fifo_neighbours_together() {
         let crosses = |nch: usize| {
             let plan = super::super::plan::build(&crate::exec::builtin::ring(8, nch)).unwrap();
-            let order = fifo_order(&plan);
+            let order = placement_order(&plan);
             let mut sorted = order.clone();
             sorted.sort_unstable();
             assert_eq!(sorted, (0..plan.tbs.len()).collect::<Vec<_>>());
@@ -1196,7 +1196,7 @@ mod tests {
         let plan =
             super::super::plan::build(&crate::sim::programs::direct_reduce_scatter(8).unwrap())
                 .unwrap();
-        let order = fifo_order(&plan);
+        let order = placement_order(&plan);
         let cut = partition(&vec![1; order.len()], 2);
         let mut owner = vec![0; order.len()];
         for (&t, &w) in order.iter().zip(&cut) {

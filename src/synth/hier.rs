@@ -93,9 +93,9 @@ impl Synthesizer for Hier {
         // Rail lanes: 2 and 3 chunks per shard, each chunk its own step and
         // rail lane, so the NICs start after one chunk of intra-host
         // traffic (medium and large sizes on few hosts). Up to
-        // LANES_MAX_HOSTS hosts: beyond, the per-shard messages already
-        // bound medium sizes and the lowering of 2–3 × the steps costs
-        // synthesis time at scale.
+        // LANES_MAX_HOSTS hosts: beyond, they gain under a point at 1 GiB
+        // and lowering 2–3 × the steps doubles synthesis (docs/algorithms.md
+        // "Hierarchical", rail lanes).
         let mut more_small = vec![vec![star], pat, vec![blocks]];
         if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
             for chunks in [2, 3] {
@@ -104,8 +104,8 @@ impl Synthesizer for Hier {
                         .iter()
                         .map(|&f| {
                             let hs = hs.clone();
-                            Box::new(move || hier_tree_lanes(spec, &hs, f, chunks))
-                                as super::Candidate
+                            let spec = Spec::reduce_scatter(spec.ranks, chunks);
+                            Box::new(move || hier_tree_lanes(spec, &hs, f)) as super::Candidate
                         })
                         .collect(),
                 );
@@ -284,16 +284,15 @@ pub fn hier_tree(
     build(spec, hosts, abroad, Rail::Radix(radix), spread, 1)
 }
 
-/// `hier_tree` with `chunks` ≥ 2 chunks per shard, each chunk a step of
-/// its own, chunk j crossing the rail on lane j mod `chunks` (a logical
+/// `hier_tree` with C = `spec.chunks()` ≥ 2 chunks per shard, each chunk
+/// a step of its own, chunk j crossing the rail on lane j mod C (a logical
 /// channel each): a rail aggregator forwards a shard's first chunk as
 /// soon as its host-mates' first chunks are in, and the lanes' messages
 /// pay their rail α side by side, so the NICs start after one chunk's
 /// worth of intra-host traffic instead of one shard's (docs/algorithms.md
 /// "Hierarchical", "Rail lanes").
-pub fn hier_tree_lanes(spec: Spec, hosts: &[Vec<usize>], radix: usize, chunks: usize) -> Algorithm {
-    let spec = Spec::reduce_scatter(spec.ranks, chunks);
-    build(spec, hosts, 0, Rail::Radix(radix), 1, chunks)
+pub fn hier_tree_lanes(spec: Spec, hosts: &[Vec<usize>], radix: usize) -> Algorithm {
+    build(spec, hosts, 0, Rail::Radix(radix), 1, spec.chunks())
 }
 
 /// The hierarchical algorithm whose rail phase is recursive halving: per
@@ -706,7 +705,7 @@ mod tests {
         for (nh, g, c) in [(2usize, 4usize, 2usize), (4, 2, 3), (5, 2, 2)] {
             let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..(h + 1) * g).collect()).collect();
             let one = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, nh, 1);
-            let a = hier_tree_lanes(Spec::reduce_scatter(nh * g, 1), &hs, nh, c);
+            let a = hier_tree_lanes(Spec::reduce_scatter(nh * g, c), &hs, nh);
             a.check()
                 .unwrap_or_else(|e| panic!("H={nh} g={g} C={c}: {e}"));
             assert_eq!(a.name, format!("hier-c{c}"));
