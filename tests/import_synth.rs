@@ -180,8 +180,8 @@ fn one_host_splits_into_groups_for_hier() {
 
 /// The nvidia-smi dump of a DGX-1 describes the shipped DGX-1's NVLinks in
 /// another numbering, plus PCIe, CPUs and a NIC. Its schedules match the
-/// shipped machine's: three Hamiltonian cycles (six rings) at 1 GiB,
-/// whatever the labels, and the two-wave gap schedule over the NVLink
+/// shipped machine's: three Hamiltonian cycles (six rings, each on four
+/// channels) at 1 GiB, whatever the labels, and the two-wave gap schedule over the NVLink
 /// pairs at 64 KiB, although every pair of its GPUs also reaches each
 /// other over PCIe (a far pair's cheapest route is two NVLinks through a
 /// GPU, so it is not a hop). Without the ring packing (`ring::pack_cycles`)
@@ -224,7 +224,7 @@ fn imported_dgx1_gets_the_shipped_dgx1_schedules() {
     }
     assert!(rscc::synth::gap::offered(&dump).is_ok());
     assert_eq!(b[0].0, "gap", "{b:?}");
-    assert_eq!(b[1].0, "ringx6", "{b:?}");
+    assert_eq!(b[1].0, "ringx6-c4", "{b:?}");
 }
 
 /// On the 8-GCD MI250 dump a GCD reaches the GCDs it has no xGMI link to
@@ -288,4 +288,42 @@ fn pack_allreduce_fits_rccl_without_losing_its_plan() {
         ar <= 1.01 * (rs + ag),
         "allreduce {ar} µs, halves {rs} + {ag} µs"
     );
+}
+
+/// Two A100s joined by NVLink (the SimAI dump): one ring leaves the link
+/// idle for α in every tile (2 MiB in 7 µs, α 0.7 µs), so it stays near
+/// 91 % of the bound at 1 GiB; the channel-split rings overlap that α and
+/// `auto` takes one there, above 97 %. The single file (`overall`) still
+/// serves every count: its count divisor divides the ring's.
+#[test]
+fn channel_split_rings_overlap_the_tiles_alpha() {
+    use rscc::bound::alpha_bound_us;
+    use rscc::sim::SimOptions;
+    let topo = rscc::front::load_topology(Path::new(
+        "tests/data/real/nccl-xml/aliyun-SimAI_SimCCL_topo_2A100_1CX6.xml",
+    ))
+    .unwrap();
+    let sizes = [1u64 << 20, 1 << 30];
+    let sel = rscc::compile::auto(
+        &topo,
+        &CompileOptions::default(),
+        &sizes,
+        &SimOptions::default(),
+        None,
+    )
+    .unwrap();
+    let bound = alpha_bound_us(&topo, Collective::ReduceScatter, 1 << 30).unwrap();
+    let ring = sel.times_us[0][1];
+    assert_eq!(sel.candidates[0].algorithm.name, "ring");
+    assert!(bound / ring < 0.92, "one ring: {}", bound / ring);
+    let w = sel.winners[1];
+    let name = &sel.candidates[w].algorithm.name;
+    assert!(name.starts_with("ring-c"), "{name}");
+    assert!(
+        bound / sel.times_us[w][1] > 0.97,
+        "{name}: {}",
+        bound / sel.times_us[w][1]
+    );
+    assert!(sel.candidates[w].program.count_divisor() > 1);
+    assert_eq!(sel.candidates[sel.overall].program.count_divisor(), 1);
 }

@@ -36,7 +36,8 @@ pub struct Selection {
     /// Best candidate per size.
     pub winners: Vec<usize>,
     pub bands: Vec<Band>,
-    /// Best candidate over the whole range.
+    /// Best candidate over the whole range (least total time) among those
+    /// that serve every count the ring serves.
     pub overall: usize,
     /// Algorithms that did not apply or fit, with the reason.
     pub skipped: Vec<String>,
@@ -113,8 +114,20 @@ pub fn auto_after(
     // likely. (A geometric mean of ratios to the best per size would let
     // a schedule 3.5x faster at the small sizes but 1.7x slower from 1 MiB
     // up win on DGX-1 — where the time is spent.)
+    //
+    // It serves every count the ring serves: its count divisor divides the
+    // ring's. A single file has no fall-through files beside it, so a
+    // schedule that needs counts the ring does not (channel-split rings,
+    // k = 32 on an NVSwitch box: 94 of the 236 reduce-scatter calls of
+    // `rscc verify DIR/`'s sweep, where the direct schedule serves all)
+    // would send the others to the runtime's own algorithms.
+    let ring_k = candidates
+        .iter()
+        .find(|c| c.algo == Algo::Ring)
+        .map_or(1, |c| c.program.count_divisor().max(1));
     let overall = (0..candidates.len())
         .filter(|&c| candidates[c].max_size.is_none())
+        .filter(|&c| ring_k % candidates[c].program.count_divisor().max(1) == 0)
         .min_by(|&a, &b| {
             let total = |c: usize| -> f64 { times_us[c].iter().sum() };
             total(a).total_cmp(&total(b)).then(a.cmp(&b))
@@ -168,7 +181,7 @@ fn candidates(
         let Offer {
             candidates: cands,
             small: smalls,
-            more_small,
+            more,
             search,
         } = offer;
         match compile_offer(&t, &ctx, a, cands, search, opts) {
@@ -179,7 +192,7 @@ fn candidates(
             Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
             Err(e) => return Err(e),
         }
-        for group in std::iter::once(smalls).chain(more_small) {
+        for group in std::iter::once(smalls).chain(more) {
             match small(&t, a, group, opts) {
                 Ok(c) => found.extend(c),
                 Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),

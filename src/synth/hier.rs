@@ -96,10 +96,10 @@ impl Synthesizer for Hier {
         // LANES_MAX_HOSTS hosts: beyond, they gain under a point at 1 GiB
         // and lowering 2–3 × the steps doubles synthesis (docs/algorithms.md
         // "Hierarchical", rail lanes).
-        let mut more_small = vec![vec![star], pat, vec![blocks]];
+        let mut more = vec![vec![star], pat, vec![blocks]];
         if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
             for chunks in [2, 3] {
-                more_small.push(
+                more.push(
                     radices
                         .iter()
                         .map(|&f| {
@@ -114,7 +114,7 @@ impl Synthesizer for Hier {
         Ok(Offer {
             candidates,
             small,
-            more_small,
+            more,
             search: None,
         })
     }

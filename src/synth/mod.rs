@@ -130,9 +130,10 @@ pub struct Offer {
     /// they may be safe only up to a size (multi-chunk steps that deadlock
     /// once MSCCL splits them), which the driver works out.
     pub small: Vec<Candidate>,
-    /// Further small-message groups `auto` scores as well, each its own
-    /// first fit (`hier`'s three-channel star).
-    pub more_small: Vec<Vec<Candidate>>,
+    /// Further groups `auto` scores as well, each its own first fit and,
+    /// like `small`, limited to the sizes where it is safe (`hier`'s
+    /// three-channel star and rail lanes, `ring`'s channel-split rings).
+    pub more: Vec<Vec<Candidate>>,
     /// A search the driver runs with its own score; when present it
     /// replaces `candidates`.
     pub search: Option<Box<dyn Search>>,
