@@ -574,10 +574,12 @@ fn a_failing_threadblock_stops_the_run_with_its_name() {
 /// is the single ring at every size (with zero-copy sends the model ties
 /// direct exchange with it at large sizes and charges direct's extra
 /// calls), where the GPU model's pick for the same topology is direct.
+/// Without `--no-tune` it first times the model's best few on this
+/// machine, the model's pick first, and runs the fastest of them.
 #[test]
 fn run_with_topo_picks_for_the_cpu_executor() {
-    for size in ["4K", "16M"] {
-        let (code, out, err) = common::rscc(&[
+    let run = |size: &str, tune: bool| {
+        let mut a = vec![
             "run",
             "--topo",
             "topologies/cpu-shm.json",
@@ -591,14 +593,43 @@ fn run_with_topo_picks_for_the_cpu_executor() {
             "0",
             "--no-membw",
             "--check",
-        ]);
+        ];
+        if !tune {
+            a.push("--no-tune");
+        }
+        common::rscc(&a)
+    };
+    for size in ["4K", "16M"] {
+        let (code, out, err) = run(size, false);
         assert_eq!(code, 0, "{err}");
+        assert!(!err.contains("tuned on this machine"), "{err}");
         assert!(
             err.contains("synthesized ring for cpu-shm8"),
             "{size}: {err}"
         );
         assert!(out.contains("rscc_ring_cpu-shm8_8"), "{out}");
     }
+    let (code, out, err) = run("64K", true);
+    assert_eq!(code, 0, "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("tuned on this machine"))
+        .unwrap_or_else(|| panic!("{err}"));
+    // The model's pick first, then the next best: each with its time.
+    let (_, timed) = line.split_once("): ").unwrap();
+    let names: Vec<&str> = timed
+        .split(", ")
+        .map(|t| t.split(' ').next().unwrap())
+        .collect();
+    assert!(names.len() >= 2 && names[0] == "ring", "{line}");
+    assert!(timed.contains(" µs"), "{line}");
+    let ran = err
+        .lines()
+        .find_map(|l| l.strip_prefix("synthesized "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap();
+    // Run with --check: exit 0 means the tuned pick's results are right.
+    assert!(names.contains(&ran), "{ran} not among {names:?}: {out}");
     let (code, _, err) = common::rscc(&[
         "synth",
         "--topo",

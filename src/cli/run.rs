@@ -82,6 +82,10 @@ pub struct RunArgs {
     /// Synthesize for this topology, then run (with --op).
     #[arg(long)]
     pub topo: Option<PathBuf>,
+    /// With --topo on the CPU: run the cost model's pick as it is, without
+    /// timing its best candidates on this machine first.
+    #[arg(long)]
+    pub no_tune: bool,
     /// Collective to synthesize with --topo: reduce-scatter, allgather or
     /// allreduce (a FILE says its own).
     #[arg(long)]
@@ -97,7 +101,11 @@ pub struct RunArgs {
     pub channels: usize,
 }
 
-fn load(args: &RunArgs) -> Result<Program, CliError> {
+/// Candidates `rscc run --topo` times on the CPU before it runs one: the
+/// cost model's best few by total time over the sizes.
+const TUNE_CANDIDATES: usize = 3;
+
+fn load(args: &RunArgs, ropts: &RunOptions) -> Result<Program, CliError> {
     if let Some(t) = &args.topo {
         // Synthesize (auto), lower and verify, then run that Program.
         let op = match args.op.as_deref() {
@@ -141,7 +149,11 @@ fn load(args: &RunArgs) -> Result<Program, CliError> {
             opts.synth.chunks = Some(1);
             let sel = crate::compile::auto(&topo, &opts, &sizes, &so, None)
                 .map_err(|e| CliError::compile(t, e))?;
-            let w = sel.overall;
+            let w = if args.no_tune {
+                sel.overall
+            } else {
+                tune(&sel, ropts)
+            };
             sel.candidates
                 .into_iter()
                 .nth(w)
@@ -181,6 +193,85 @@ fn load(args: &RunArgs) -> Result<Program, CliError> {
     }
 }
 
+/// The candidate of `sel` that runs fastest here: the cost model's best
+/// [`TUNE_CANDIDATES`] by total time over the sizes (the model's pick
+/// first), each timed for one call per size after one warm-up call; the
+/// least total wins. The model does not see caches or how the workers
+/// share the cores (docs/cost-model.md §4.4), so where its best few are
+/// close the machine decides. A candidate that fails to run is passed
+/// over; if none runs, the model's pick stands (the real run reports why).
+fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
+    let total = |c: usize| -> f64 { sel.times_us[c].iter().sum() };
+    let mut order: Vec<usize> = (0..sel.candidates.len())
+        .filter(|&c| sel.candidates[c].max_size.is_none())
+        .collect();
+    order.sort_by(|&a, &b| {
+        (a != sel.overall)
+            .cmp(&(b != sel.overall))
+            .then(total(a).total_cmp(&total(b)))
+            .then(a.cmp(&b))
+    });
+    order.truncate(TUNE_CANDIDATES);
+    if order.len() < 2 {
+        return sel.overall;
+    }
+    let probe = RunOptions {
+        iters: 1,
+        warmup: 1,
+        check: false,
+        membw_bytes: 0,
+        ..ropts.clone()
+    };
+    let mut best: Option<(f64, usize)> = None;
+    let mut said = Vec::new();
+    for &c in &order {
+        let name = &sel.candidates[c].algorithm.name;
+        match exec::run_program(&sel.candidates[c].program, &probe) {
+            Ok(rep) => {
+                let t: f64 = rep.rows.iter().map(|r| r.time_us).sum();
+                said.push(format!("{name} {t:.1} µs"));
+                if best.is_none_or(|(bt, _)| t < bt) {
+                    best = Some((t, c));
+                }
+            }
+            Err(e) => said.push(format!("{name} did not run ({e})")),
+        }
+    }
+    let w = best.map_or(sel.overall, |(_, c)| c);
+    eprintln!(
+        "tuned on this machine (one call per size after a warm-up; --no-tune runs the cost model's pick, {}): {}",
+        sel.candidates[sel.overall].algorithm.name,
+        said.join(", ")
+    );
+    w
+}
+
+/// The executor's options from the command line.
+fn run_options(
+    args: &RunArgs,
+    dtype: DType,
+    redop: RedOp,
+    sizes: Vec<u64>,
+    tile: usize,
+) -> RunOptions {
+    RunOptions {
+        dtype,
+        redop,
+        sizes,
+        iters: args.iters,
+        warmup: args.warmup,
+        check: args.check,
+        inplace: args.inplace.then_some(true),
+        tile_bytes: tile,
+        fifo_slots: args.slots,
+        stall_timeout: Duration::from_millis(args.stall_ms.max(10)),
+        membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
+        workers: args.workers,
+        inject_fault: None,
+        zero_copy: !args.no_zero_copy,
+    }
+}
+
 pub fn run(args: RunArgs) -> CliResult {
     match args.backend.as_str() {
         "cpu" | "cuda" => {}
@@ -212,41 +303,20 @@ pub fn run(args: RunArgs) -> CliResult {
         return Err(CliError::input("--slots must be 1 .. 64"));
     }
     backend_mode(&args)?;
-    let prog = load(&args)?;
-    run_program_cli(&prog, &args, dtype, redop, sizes, tile as usize)
+    let ropts = run_options(&args, dtype, redop, sizes, tile as usize);
+    let prog = load(&args, &ropts)?;
+    run_program_cli(&prog, &args, ropts)
 }
 
 /// Verify (unless `--no-verify`), run and print. The synthesize-then-run
 /// path (`--topo … --op …`) calls this with its Program.
-pub fn run_program_cli(
-    prog: &Program,
-    args: &RunArgs,
-    dtype: DType,
-    redop: RedOp,
-    sizes: Vec<u64>,
-    tile: usize,
-) -> CliResult {
+pub fn run_program_cli(prog: &Program, args: &RunArgs, opts: RunOptions) -> CliResult {
     if !args.no_verify {
         verify(prog, &VerifyOptions::default())
             .map_err(|e| CliError::check(format!("{}: verification failed: {e}", prog.name)))?;
     }
-    super::sizes::window_notes(prog, &sizes);
-    let opts = RunOptions {
-        dtype,
-        redop,
-        sizes,
-        iters: args.iters,
-        warmup: args.warmup,
-        check: args.check,
-        inplace: args.inplace.then_some(true),
-        tile_bytes: tile,
-        fifo_slots: args.slots,
-        stall_timeout: Duration::from_millis(args.stall_ms.max(10)),
-        membw_bytes: if args.no_membw { 0 } else { 256 << 20 },
-        workers: args.workers,
-        inject_fault: None,
-        zero_copy: !args.no_zero_copy,
-    };
+    super::sizes::window_notes(prog, &opts.sizes);
+    let dtype = opts.dtype;
     let rep = match backend_mode(args)? {
         None => exec::run_program(prog, &opts),
         Some(mode) => exec::cuda::run_program_cuda(prog, &opts, mode),
