@@ -327,3 +327,43 @@ fn channel_split_rings_overlap_the_tiles_alpha() {
     assert!(sel.candidates[w].program.count_divisor() > 1);
     assert_eq!(sel.candidates[sel.overall].program.count_divisor(), 1);
 }
+
+/// On the MI250X hive (one 8-GCD package, xGMI links of two widths) the
+/// packed trees' classes chunk by chunk pipeline where a chunk is under
+/// MSCCL's tile: `auto` takes the pipelined form at 256 MiB, where the
+/// class form (one message of a whole class per hop) is slower by more
+/// than 10 % (docs/algorithms.md "Flow trees", pipelined classes).
+#[test]
+fn pipelined_classes_win_where_a_chunk_is_one_message() {
+    use rscc::sim::SimOptions;
+    let topo = rscc::front::load_topology(Path::new(
+        "tests/data/real/rccl-xml/rccl_topo_8p1h_MI250X-gfx90a_8GCD_1hive.xml",
+    ))
+    .unwrap();
+    let sizes = [256u64 << 20];
+    let sel = rscc::compile::auto(
+        &topo,
+        &CompileOptions::default(),
+        &sizes,
+        &SimOptions::default(),
+        None,
+    )
+    .unwrap();
+    let time_of = |name: &str| {
+        let c = sel
+            .candidates
+            .iter()
+            .position(|c| c.algorithm.name == name)
+            .unwrap_or_else(|| panic!("no {name} among the candidates"));
+        sel.times_us[c][0]
+    };
+    let w = &sel.candidates[sel.winners[0]].algorithm.name;
+    assert!(w.ends_with("-pipelined"), "{w}");
+    let class = w.trim_end_matches("-pipelined");
+    assert!(
+        time_of(class) > 1.1 * time_of(w),
+        "{class} {} µs, {w} {} µs",
+        time_of(class),
+        time_of(w)
+    );
+}

@@ -93,15 +93,25 @@ impl Synthesizer for Flow {
         while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
             lanes.push(l / 2);
         }
-        Ok(Offer::new(
+        let form = |pipelined: bool| -> Vec<Candidate> {
             lanes
-                .into_iter()
-                .map(|lanes| {
+                .iter()
+                .map(|&lanes| {
                     let lp = lp.clone();
-                    Box::new(move || lp.algorithm(c, lanes)) as Candidate
+                    Box::new(move || match pipelined {
+                        false => lp.algorithm(c, lanes),
+                        true => lp.pipelined(c, lanes),
+                    }) as Candidate
                 })
-                .collect(),
-        ))
+                .collect()
+        };
+        // The classes also chunk by chunk, scored beside them: they
+        // pipeline where a chunk is one message, at a message per chunk.
+        Ok(Offer {
+            candidates: form(false),
+            more: vec![form(true)],
+            ..Offer::default()
+        })
     }
 }
 use good_lp::solvers::highs::highs;
@@ -325,12 +335,18 @@ impl FlowLp {
     /// The Algorithm with `chunks` chunks per shard on at most `lanes`
     /// logical channels.
     pub fn algorithm(&self, chunks: usize, lanes: usize) -> Algorithm {
-        self.build(chunks, lanes).0
+        self.build(chunks, lanes, false).0
+    }
+
+    /// [`FlowLp::algorithm`] with each class moving chunk by chunk
+    /// (`forest::algorithm`'s pipelined form).
+    pub fn pipelined(&self, chunks: usize, lanes: usize) -> Algorithm {
+        self.build(chunks, lanes, true).0
     }
 
     /// The Algorithm and its number of levels (the deepest tree's height
     /// plus one).
-    fn build(&self, chunks: usize, lanes: usize) -> (Algorithm, usize) {
+    fn build(&self, chunks: usize, lanes: usize, pipelined: bool) -> (Algorithm, usize) {
         let n = self.n;
         // parent[i·n + u] for the owner at hand.
         let mut parent = vec![usize::MAX; chunks * n];
@@ -369,13 +385,13 @@ impl FlowLp {
                 a = b;
             }
         }
-        forest::algorithm("flow", n, chunks, &classes, lanes)
+        forest::algorithm("flow", n, chunks, &classes, lanes, pipelined)
     }
 
     /// The chunk count ≤ 16 with the least estimated large-message time
     /// ([`forest::chunk_count`]).
     pub fn chunk_count(&self, topo: &Topology) -> usize {
-        forest::chunk_count(topo, FLOW_MAX_CHUNKS, |c| self.build(c, 1))
+        forest::chunk_count(topo, FLOW_MAX_CHUNKS, |c| self.build(c, 1, false))
     }
 }
 

@@ -3,12 +3,16 @@
 //!
 //! A [`Class`] is a run of consecutive chunks of one owner's shard that
 //! reduce along one in-tree (`parent[u]` for every rank u ≠ owner). A
-//! class moves as one step per edge; a transfer's step is its rank's
-//! height in the class's tree (leaves 0), so every rank sends after all of
-//! its children. Owner d's trees run on channel d mod `lanes`, so each
-//! owner's reduction pipelines in its own threadblocks; the k-th message
-//! of one (step, pair, channel) moves to sub-step k, so no channel carries
-//! two messages of one step on one connection.
+//! class moves as one step per edge, a transfer's step its rank's height
+//! in the class's tree (leaves 0), so every rank sends after all of its
+//! children. Pipelined, chunk j of a class (j = 0, 1, …) moves at step
+//! h + j instead, h its sender's height: a rank forwards chunk j while its
+//! children send chunk j + 1, so a class pipelines chunk by chunk where a
+//! chunk is one message (under MSCCL's 2 MiB tile, as the tiles pipeline a
+//! chunk above it), for a message per chunk. Owner d's trees run on channel d mod `lanes`, so each owner's reduction
+//! pipelines in its own threadblocks; the k-th message of one (step, pair,
+//! channel) moves to sub-step k, so no channel carries two messages of one
+//! step on one connection.
 
 use super::mix;
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
@@ -56,22 +60,33 @@ fn heights(parent: &[usize], root: usize) -> Vec<usize> {
 }
 
 /// The Algorithm of `classes` (which cover every owner's `chunks` chunks)
-/// on `n` ranks and at most `lanes` channels, named `{name}{lanes}`, and
-/// its number of levels (the deepest tree's height plus one).
+/// on `n` ranks and at most `lanes` channels, named `{name}{lanes}` (with
+/// `-pipelined` when each class moves chunk by chunk), and its number of
+/// levels (the deepest tree's height plus one).
 pub fn algorithm(
     name: &str,
     n: usize,
     chunks: usize,
     classes: &[Class],
     lanes: usize,
+    pipelined: bool,
 ) -> (Algorithm, usize) {
     let lanes = lanes.max(1);
-    // (step, u, v, owner, first chunk, chunks) per class message.
+    // (step, u, v, owner, first chunk, chunks) per message; the deepest
+    // tree's height.
     let mut msgs: Vec<(usize, usize, usize, usize, usize, usize)> = Vec::new();
+    let mut top = 0;
     for c in classes {
         let h = heights(&c.parent, c.owner);
         for u in (0..n).filter(|&u| u != c.owner) {
-            msgs.push((h[u], u, c.parent[u], c.owner, c.first, c.len));
+            top = top.max(h[u]);
+            if pipelined {
+                for j in 0..c.len {
+                    msgs.push((h[u] + j, u, c.parent[u], c.owner, c.first + j, 1));
+                }
+            } else {
+                msgs.push((h[u], u, c.parent[u], c.owner, c.first, c.len));
+            }
         }
     }
     msgs.sort_unstable();
@@ -97,10 +112,10 @@ pub fn algorithm(
             });
         }
     }
-    let levels = msgs.iter().map(|m| m.0 + 1).max().unwrap_or(0);
+    let levels = if msgs.is_empty() { 0 } else { top + 1 };
     (
         Algorithm {
-            name: format!("{name}{lanes}"),
+            name: format!("{name}{lanes}{}", if pipelined { "-pipelined" } else { "" }),
             spec: Spec::reduce_scatter(n, chunks),
             transfers,
             bcast: Vec::new(),
@@ -192,7 +207,7 @@ mod tests {
             len: 1,
             parent: vec![2, 2, usize::MAX],
         });
-        let (a, levels) = algorithm("t", 3, 1, &all, 3);
+        let (a, levels) = algorithm("t", 3, 1, &all, 3, false);
         a.check().unwrap();
         assert_eq!(levels, 2);
         let step = |src, dst, chunk| {
@@ -203,5 +218,70 @@ mod tests {
                 .step
         };
         assert!(step(2, 1, 0) < step(1, 0, 0));
+    }
+
+    /// A class of three chunks down the chain 3 → 2 → 1 → 0: as one class
+    /// every hop moves all three at once (one step per level); pipelined,
+    /// rank 2 forwards chunk j at the step rank 3 sends chunk j + 1, so the
+    /// owner has chunk 0 two steps after the start and the last chunk
+    /// after 3 + 2 steps, where the class form needs 3 steps for all.
+    #[test]
+    fn pipelined_classes_move_chunk_by_chunk_in_a_wave() {
+        let n = 4;
+        let mut classes = vec![Class {
+            owner: 0,
+            first: 0,
+            len: 3,
+            parent: vec![usize::MAX, 0, 1, 2],
+        }];
+        for d in 1..n {
+            classes.push(Class {
+                owner: d,
+                first: 0,
+                len: 3,
+                parent: (0..n)
+                    .map(|u| if u == d { usize::MAX } else { d })
+                    .collect(),
+            });
+        }
+        let (one, _) = algorithm("t", n, 3, &classes, n, false);
+        let (wave, levels) = algorithm("t", n, 3, &classes, n, true);
+        one.check().unwrap();
+        wave.check().unwrap();
+        assert_eq!(levels, 3);
+        assert_eq!(wave.name, "t4-pipelined");
+        let steps = |a: &Algorithm, src: usize| -> Vec<usize> {
+            let mut s: Vec<usize> = a
+                .transfers
+                .iter()
+                .filter(|t| t.src == src && t.chunk < 3)
+                .map(|t| t.step)
+                .collect();
+            s.sort_unstable();
+            s
+        };
+        // Class form: one step per hop, all three chunks in it.
+        for u in 1..n {
+            let s = steps(&one, u);
+            assert!(s.iter().all(|&x| x == s[0]), "{u}: {s:?}");
+        }
+        // Pipelined: chunk j of a hop follows chunk j − 1 of it, and
+        // follows chunk j of the hop below it.
+        let at = |src: usize, chunk: usize| {
+            wave.transfers
+                .iter()
+                .find(|t| t.src == src && t.chunk == chunk)
+                .unwrap()
+                .step
+        };
+        for j in 0..3 {
+            if j > 0 {
+                assert!(at(3, j - 1) < at(3, j));
+            }
+            assert!(at(3, j) < at(2, j) && at(2, j) < at(1, j));
+        }
+        // The hops overlap: rank 2 forwards chunk 0 before rank 3 sends
+        // its last chunk.
+        assert!(at(2, 0) < at(3, 2));
     }
 }

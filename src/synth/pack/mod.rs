@@ -201,7 +201,8 @@ impl Search for PackSearch {
     /// to be preferred.
     fn run(self: Box<Self>, stop: &Stop, score: &Score) -> Searched {
         // (over the limits, time): plans within them first, then fastest.
-        let mut best: Option<((f64, f64), usize)> = None;
+        // ((over the limits, time), plan, channels it was scored on).
+        let mut best: Option<((f64, f64), usize, usize)> = None;
         let better = |a: (f64, f64), b: (f64, f64)| {
             a.0 < b.0 || (a.0 == b.0 && a.1 < b.1 * (1.0 - PACK_GAIN))
         };
@@ -227,14 +228,21 @@ impl Search for PackSearch {
                 }
             };
             if best.as_ref().is_none_or(|b| better(key, b.0)) {
-                best = Some((key, k));
+                best = Some((key, k, l));
             }
         }
-        let plan = self.plans[best.map_or(0, |b| b.1)].clone();
+        let (plan, fit) = best.map_or((&self.plans[0], self.lanes), |b| (&self.plans[b.1], b.2));
+        let plan = plan.clone();
         let mut lanes = vec![self.lanes];
         while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
             lanes.push(l / 2);
         }
+        // The plan also chunk by chunk, on the channels it was scored on:
+        // it pipelines where a chunk is one message (`forest::algorithm`).
+        let pipelined = {
+            let plan = plan.clone();
+            Box::new(move || plan.build_form(fit, true).0) as Candidate
+        };
         Searched {
             candidates: lanes
                 .into_iter()
@@ -243,7 +251,7 @@ impl Search for PackSearch {
                     Box::new(move || plan.build(l).0) as Candidate
                 })
                 .collect(),
-            extras: Vec::new(),
+            extras: vec![pipelined],
         }
     }
 }
@@ -252,8 +260,21 @@ impl Integral {
     /// The Algorithm on at most `lanes` channels, each tree's chunks one
     /// class, and its levels.
     pub fn build(&self, lanes: usize) -> (Algorithm, usize) {
+        self.build_form(lanes, false)
+    }
+
+    /// [`Integral::build`], with each class chunk by chunk when
+    /// `pipelined` (`forest::algorithm`).
+    pub fn build_form(&self, lanes: usize, pipelined: bool) -> (Algorithm, usize) {
         let n = self.trees.len();
-        forest::algorithm("pack", n, self.chunks, &self.classes(0..n), lanes)
+        forest::algorithm(
+            "pack",
+            n,
+            self.chunks,
+            &self.classes(0..n),
+            lanes,
+            pipelined,
+        )
     }
 
     /// The allreduce of an allreduce's packing ([`lp::solve_allreduce`]):
@@ -265,8 +286,8 @@ impl Integral {
     pub fn build_allreduce(&self, lanes: usize) -> Algorithm {
         let n = self.trees.len() / 2;
         let name = "pack-joint";
-        let rs = forest::algorithm(name, n, self.chunks, &self.classes(0..n), lanes).0;
-        let out = forest::algorithm(name, n, self.chunks, &self.classes(n..2 * n), lanes).0;
+        let rs = forest::algorithm(name, n, self.chunks, &self.classes(0..n), lanes, false).0;
+        let out = forest::algorithm(name, n, self.chunks, &self.classes(n..2 * n), lanes, false).0;
         Algorithm::allreduce(&rs, &out.allgather_dual())
     }
 
