@@ -298,20 +298,10 @@ fn pack_allreduce_fits_rccl_without_losing_its_plan() {
 #[test]
 fn channel_split_rings_overlap_the_tiles_alpha() {
     use rscc::bound::alpha_bound_us;
-    use rscc::sim::SimOptions;
-    let topo = rscc::front::load_topology(Path::new(
+    let (topo, sel) = auto_on(
         "tests/data/real/nccl-xml/aliyun-SimAI_SimCCL_topo_2A100_1CX6.xml",
-    ))
-    .unwrap();
-    let sizes = [1u64 << 20, 1 << 30];
-    let sel = rscc::compile::auto(
-        &topo,
-        &CompileOptions::default(),
-        &sizes,
-        &SimOptions::default(),
-        None,
-    )
-    .unwrap();
+        &[1 << 20, 1 << 30],
+    );
     let bound = alpha_bound_us(&topo, Collective::ReduceScatter, 1 << 30).unwrap();
     let ring = sel.times_us[0][1];
     assert_eq!(sel.candidates[0].algorithm.name, "ring");
@@ -335,20 +325,10 @@ fn channel_split_rings_overlap_the_tiles_alpha() {
 /// than 10 % (docs/algorithms.md "Flow trees", pipelined classes).
 #[test]
 fn pipelined_classes_win_where_a_chunk_is_one_message() {
-    use rscc::sim::SimOptions;
-    let topo = rscc::front::load_topology(Path::new(
+    let (_, sel) = auto_on(
         "tests/data/real/rccl-xml/rccl_topo_8p1h_MI250X-gfx90a_8GCD_1hive.xml",
-    ))
-    .unwrap();
-    let sizes = [256u64 << 20];
-    let sel = rscc::compile::auto(
-        &topo,
-        &CompileOptions::default(),
-        &sizes,
-        &SimOptions::default(),
-        None,
-    )
-    .unwrap();
+        &[256 << 20],
+    );
     let time_of = |name: &str| {
         let c = sel
             .candidates
@@ -366,4 +346,18 @@ fn pipelined_classes_win_where_a_chunk_is_one_message() {
         time_of(class),
         time_of(w)
     );
+}
+
+/// A dump and `auto`'s selection on it at `sizes` (default options).
+fn auto_on(path: &str, sizes: &[u64]) -> (rscc::ir::Topology, rscc::compile::Selection) {
+    let topo = rscc::front::load_topology(Path::new(path)).unwrap();
+    let sel = rscc::compile::auto(
+        &topo,
+        &CompileOptions::default(),
+        sizes,
+        &rscc::sim::SimOptions::default(),
+        None,
+    )
+    .unwrap();
+    (topo, sel)
 }
