@@ -36,8 +36,8 @@ pub struct Selection {
     /// Best candidate per size.
     pub winners: Vec<usize>,
     pub bands: Vec<Band>,
-    /// Best candidate over the whole range (least total time) among those
-    /// that serve every count the ring serves.
+    /// Best candidate over the whole range (least total time), the
+    /// channel-split rings aside.
     pub overall: usize,
     /// Algorithms that did not apply or fit, with the reason.
     pub skipped: Vec<String>,
@@ -115,19 +115,21 @@ pub fn auto_after(
     // a schedule 3.5x faster at the small sizes but 1.7x slower from 1 MiB
     // up win on DGX-1 — where the time is spent.)
     //
-    // It serves every count the ring serves: its count divisor divides the
-    // ring's. A single file has no fall-through files beside it, so a
-    // schedule that needs counts the ring does not (channel-split rings,
-    // k = 32 on an NVSwitch box: 94 of the 236 reduce-scatter calls of
-    // `rscc verify DIR/`'s sweep, where the direct schedule serves all)
-    // would send the others to the runtime's own algorithms.
+    // The channel-split rings (a ring's schedule with more chunks than the
+    // ring's own, and their allreduces) are band files only: they gain at
+    // most a few percent at the largest sizes, and a lone file has no
+    // fall-through file beside it, so their count divisor (k = 32 on an
+    // NVSwitch box: 94 of the 236 reduce-scatter calls of `rscc verify
+    // DIR/`'s sweep, where the direct schedule serves all) would send
+    // most calls to the runtime's own algorithms.
     let ring_k = candidates
         .iter()
         .find(|c| c.algo == Algo::Ring)
         .map_or(1, |c| c.program.count_divisor().max(1));
+    let split_ring = |c: &Compiled| c.algo == Algo::Ring && c.program.count_divisor() > ring_k;
     let overall = (0..candidates.len())
         .filter(|&c| candidates[c].max_size.is_none())
-        .filter(|&c| ring_k % candidates[c].program.count_divisor().max(1) == 0)
+        .filter(|&c| !split_ring(&candidates[c]))
         .min_by(|&a, &b| {
             let total = |c: usize| -> f64 { times_us[c].iter().sum() };
             total(a).total_cmp(&total(b)).then(a.cmp(&b))
