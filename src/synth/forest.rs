@@ -9,10 +9,11 @@
 //! h + j instead, h its sender's height: a rank forwards chunk j while its
 //! children send chunk j + 1, so a class pipelines chunk by chunk where a
 //! chunk is one message (under MSCCL's 2 MiB tile, as the tiles pipeline a
-//! chunk above it), for a message per chunk. Owner d's trees run on channel d mod `lanes`, so each owner's reduction
-//! pipelines in its own threadblocks; the k-th message of one (step, pair,
-//! channel) moves to sub-step k, so no channel carries two messages of one
-//! step on one connection.
+//! chunk above it), for a message per chunk. Owner d's trees run on
+//! channel d mod `lanes`, so each owner's reduction pipelines in its own
+//! threadblocks; the k-th message of one (step, pair, channel) moves to
+//! sub-step k, so no channel carries two messages of one step on one
+//! connection.
 
 use super::mix;
 use crate::ir::{Algorithm, Spec, Topology, Transfer};
@@ -222,9 +223,8 @@ mod tests {
 
     /// A class of three chunks down the chain 3 → 2 → 1 → 0: as one class
     /// every hop moves all three at once (one step per level); pipelined,
-    /// rank 2 forwards chunk j at the step rank 3 sends chunk j + 1, so the
-    /// owner has chunk 0 two steps after the start and the last chunk
-    /// after 3 + 2 steps, where the class form needs 3 steps for all.
+    /// each chunk is a message of its own, a hop's chunk j follows its
+    /// chunk j − 1 and the hop below's chunk j, and the hops overlap.
     #[test]
     fn pipelined_classes_move_chunk_by_chunk_in_a_wave() {
         let n = 4;
