@@ -315,6 +315,9 @@ fn channel_split_rings_overlap_the_tiles_alpha() {
         bound / sel.times_us[w][1]
     );
     assert!(sel.candidates[w].program.count_divisor() > 1);
+    // For size bands only: the lone file is another schedule.
+    assert!(sel.candidates[w].band_only);
+    assert!(!sel.candidates[sel.overall].band_only);
     assert_eq!(sel.candidates[sel.overall].program.count_divisor(), 1);
 }
 

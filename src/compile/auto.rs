@@ -36,8 +36,8 @@ pub struct Selection {
     /// Best candidate per size.
     pub winners: Vec<usize>,
     pub bands: Vec<Band>,
-    /// Best candidate over the whole range (least total time), the
-    /// channel-split rings aside.
+    /// Best candidate over the whole range (least total time), those for
+    /// size bands only aside.
     pub overall: usize,
     /// Algorithms that did not apply or fit, with the reason.
     pub skipped: Vec<String>,
@@ -115,21 +115,15 @@ pub fn auto_after(
     // a schedule 3.5x faster at the small sizes but 1.7x slower from 1 MiB
     // up win on DGX-1 — where the time is spent.)
     //
-    // The channel-split rings (a ring's schedule with more chunks than the
-    // ring's own, and their allreduces) are band files only: they gain at
-    // most a few percent at the largest sizes, and a lone file has no
-    // fall-through file beside it, so their count divisor (k = 32 on an
-    // NVSwitch box: 94 of the 236 reduce-scatter calls of `rscc verify
-    // DIR/`'s sweep, where the direct schedule serves all) would send
-    // most calls to the runtime's own algorithms.
-    let ring_k = candidates
-        .iter()
-        .find(|c| c.algo == Algo::Ring)
-        .map_or(1, |c| c.program.count_divisor().max(1));
-    let split_ring = |c: &Compiled| c.algo == Algo::Ring && c.program.count_divisor() > ring_k;
+    // Candidates for size bands only (`Offer::bands`: the channel-split
+    // rings, and what is built from them) are not a lone file: they gain
+    // a few percent at the largest sizes, and with no fall-through file
+    // beside them their count divisor (k = 32 on an NVSwitch box: 94 of
+    // the 236 reduce-scatter calls of `rscc verify DIR/`'s sweep, where
+    // the direct schedule serves all) would send most calls to the
+    // runtime's own algorithms.
     let overall = (0..candidates.len())
-        .filter(|&c| candidates[c].max_size.is_none())
-        .filter(|&c| !split_ring(&candidates[c]))
+        .filter(|&c| candidates[c].max_size.is_none() && !candidates[c].band_only)
         .min_by(|&a, &b| {
             let total = |c: usize| -> f64 { times_us[c].iter().sum() };
             total(a).total_cmp(&total(b)).then(a.cmp(&b))
@@ -184,6 +178,7 @@ fn candidates(
             candidates: cands,
             small: smalls,
             more,
+            bands,
             search,
         } = offer;
         match compile_offer(&t, &ctx, a, cands, search, opts) {
@@ -194,9 +189,13 @@ fn candidates(
             Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
             Err(e) => return Err(e),
         }
-        for group in std::iter::once(smalls).chain(more) {
+        let groups = std::iter::once(smalls)
+            .chain(more)
+            .map(|g| (g, false))
+            .chain(bands.into_iter().map(|g| (g, true)));
+        for (group, band_only) in groups {
             match small(&t, a, group, opts) {
-                Ok(c) => found.extend(c),
+                Ok(c) => found.extend(c.map(|c| Compiled { band_only, ..c })),
                 Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
                 Err(e) => return Err(e),
             }
@@ -252,7 +251,12 @@ fn candidates(
                         })
                         .collect();
                     let limited = c.max_size.is_some();
-                    super::fit::first_fit(t.topo, c.algo, cands, opts, limited).ok()
+                    super::fit::first_fit(t.topo, c.algo, cands, opts, limited)
+                        .ok()
+                        .map(|x| Compiled {
+                            band_only: c.band_only,
+                            ..x
+                        })
                 })
                 .collect();
             found.extend(folded);
@@ -273,7 +277,12 @@ fn candidates(
                 .filter_map(|c| {
                     let cand = crate::synth::ready(c.algorithm.clone());
                     let limited = c.max_size.is_some();
-                    super::fit::first_fit(t.topo, c.algo, vec![cand], &o, limited).ok()
+                    super::fit::first_fit(t.topo, c.algo, vec![cand], &o, limited)
+                        .ok()
+                        .map(|x| Compiled {
+                            band_only: c.band_only,
+                            ..x
+                        })
                 })
                 .collect();
             found.extend(plain);
@@ -327,7 +336,12 @@ fn candidates(
                         a.name = format!("{}-{suffix}", a.name);
                         let limited = c.max_size.is_some();
                         let cand = vec![crate::synth::ready(a)];
-                        super::fit::first_fit(t.topo, c.algo, cand, &o, limited).ok()
+                        super::fit::first_fit(t.topo, c.algo, cand, &o, limited)
+                            .ok()
+                            .map(|x| Compiled {
+                                band_only: c.band_only,
+                                ..x
+                            })
                     })
                     .collect();
                 found.extend(more);
@@ -355,6 +369,10 @@ fn candidates(
                     let limited = c.max_size.is_some();
                     super::fit::first_fit(t.topo, c.algo, vec![crate::synth::ready(a)], &o, limited)
                         .ok()
+                        .map(|x| Compiled {
+                            band_only: c.band_only,
+                            ..x
+                        })
                 })
                 .collect();
             found.extend(turns);
@@ -362,14 +380,18 @@ fn candidates(
         for c in found {
             // A candidate identical to an earlier one (e.g. a mixture
             // that puts all weight on one family) is not scored twice.
+            // (It serves a lone file if either was offered for one.)
             match candidates
-                .iter()
+                .iter_mut()
                 .find(|x| x.program.same_schedule(&c.program))
             {
-                Some(x) => skipped.push(format!(
-                    "{}: the same schedule as {}",
-                    c.algorithm.name, x.algorithm.name
-                )),
+                Some(x) => {
+                    x.band_only &= c.band_only;
+                    skipped.push(format!(
+                        "{}: the same schedule as {}",
+                        c.algorithm.name, x.algorithm.name
+                    ))
+                }
                 None => candidates.push(c),
             }
         }
@@ -460,18 +482,19 @@ fn paired(
         t
     });
     // One synthesizer's own two halves are its composed candidate, when
-    // that allreduce fitted.
-    let composed: Vec<bool> = halves
-        .iter()
-        .map(|(algo, rs, ag)| {
-            candidates.iter().any(|c| {
-                c.algo == *algo
-                    && c.algorithm
-                        .halves()
-                        .is_some_and(|(r, a)| r.transfers == rs.transfers && a.bcast == ag.bcast)
-            })
+    // that allreduce fitted; a pair with a half of a candidate for size
+    // bands only is one too.
+    let of = |(algo, rs, ag): &(Algo, Algorithm, Algorithm), band_only: bool| {
+        candidates.iter().any(|c| {
+            c.algo == *algo
+                && (!band_only || c.band_only)
+                && c.algorithm
+                    .halves()
+                    .is_some_and(|(r, a)| r.transfers == rs.transfers && a.bcast == ag.bcast)
         })
-        .collect();
+    };
+    let composed: Vec<bool> = halves.iter().map(|h| of(h, false)).collect();
+    let band_half: Vec<bool> = halves.iter().map(|h| of(h, true)).collect();
     // Per size the (reduce-scatter, allgather) halves by the sum of their
     // times, fastest first: the first pair of two candidates that fits
     // the runtime as one program is scored there (the two fastest halves
@@ -511,8 +534,13 @@ fn paired(
         }
     }
     made.into_iter()
-        .filter_map(|(k, forms)| Some((forms, at.get(&k)?.clone())))
-        .flat_map(|(forms, at)| forms.into_iter().map(move |c| (c, at.clone())))
+        .filter_map(|(k, forms)| Some((k, forms, at.get(&k)?.clone())))
+        .flat_map(|((i, j), forms, at)| {
+            let band_only = band_half[i] || band_half[j];
+            forms
+                .into_iter()
+                .map(move |c| (Compiled { band_only, ..c }, at.clone()))
+        })
         .collect()
 }
 

@@ -101,6 +101,7 @@ pub fn first_fit(
             report,
             fallbacks,
             max_size,
+            band_only: false,
         });
     }
     Err(CompileError::NoFit {

@@ -159,6 +159,9 @@ pub struct Compiled {
     /// splits them into one message per chunk, so `maxBytes` says where
     /// the split starts (docs/verifier.md). None: every size.
     pub max_size: Option<u64>,
+    /// A schedule for size bands only, never `auto`'s lone file
+    /// ([`crate::synth::Offer::bands`], and what is built from it).
+    pub band_only: bool,
 }
 
 impl Compiled {

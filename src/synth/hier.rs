@@ -115,7 +115,7 @@ impl Synthesizer for Hier {
             candidates,
             small,
             more,
-            search: None,
+            ..Offer::default()
         })
     }
 }

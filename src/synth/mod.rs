@@ -132,8 +132,13 @@ pub struct Offer {
     pub small: Vec<Candidate>,
     /// Further groups `auto` scores as well, each its own first fit and,
     /// like `small`, limited to the sizes where it is safe (`hier`'s
-    /// three-channel star and rail lanes, `ring`'s channel-split rings).
+    /// three-channel star and rail lanes, `flow`'s pipelined classes).
     pub more: Vec<Vec<Candidate>>,
+    /// Groups like `more` that serve size bands only, never a lone file
+    /// (`-o FILE`): `ring`'s channel-split rings, whose many chunks per
+    /// shard leave most counts to the runtime where no fall-through file
+    /// stands beside them.
+    pub bands: Vec<Vec<Candidate>>,
     /// A search the driver runs with its own score; when present it
     /// replaces `candidates`.
     pub search: Option<Box<dyn Search>>,

@@ -72,15 +72,16 @@ impl Synthesizer for Ring {
         // cost-model.md §6), so one flow per link leaves the link idle for
         // α per tile, and k flows overlap it (2 × A100 on NVLink at 1 GiB:
         // 90.9 % of the bound on one channel, 99.4 % on 16). Auto scores
-        // each; the budget keeps the scoring cheap at scale.
+        // each for the size bands; the budget keeps the scoring cheap at
+        // scale.
         let r = rings.0.len();
-        let mut more = Vec::new();
+        let mut split = Vec::new();
         if o.chunks.is_none() {
             let mut k = 2;
             while k * r <= MAX_CHANNELS && n * k * r <= SPLIT_RINGS_BUDGET {
                 let rings = rings.clone();
                 let spec = Spec::reduce_scatter(n, k * r);
-                more.push(vec![
+                split.push(vec![
                     Box::new(move || ring_algorithm(spec, &rings.0)) as super::Candidate
                 ]);
                 k *= 2;
@@ -88,7 +89,7 @@ impl Synthesizer for Ring {
         }
         Ok(Offer {
             candidates: out,
-            more,
+            bands: split,
             ..Offer::default()
         })
     }
