@@ -484,17 +484,20 @@ fn paired(
     // One synthesizer's own two halves are its composed candidate, when
     // that allreduce fitted; a pair with a half of a candidate for size
     // bands only is one too.
-    let of = |(algo, rs, ag): &(Algo, Algorithm, Algorithm), band_only: bool| {
-        candidates.iter().any(|c| {
-            c.algo == *algo
-                && (!band_only || c.band_only)
-                && c.algorithm
-                    .halves()
-                    .is_some_and(|(r, a)| r.transfers == rs.transfers && a.bcast == ag.bcast)
+    let (composed, band_half): (Vec<bool>, Vec<bool>) = halves
+        .iter()
+        .map(|(algo, rs, ag)| {
+            candidates
+                .iter()
+                .filter(|c| {
+                    c.algo == *algo
+                        && c.algorithm.halves().is_some_and(|(r, a)| {
+                            r.transfers == rs.transfers && a.bcast == ag.bcast
+                        })
+                })
+                .fold((false, false), |(_, band), c| (true, band || c.band_only))
         })
-    };
-    let composed: Vec<bool> = halves.iter().map(|h| of(h, false)).collect();
-    let band_half: Vec<bool> = halves.iter().map(|h| of(h, true)).collect();
+        .unzip();
     // Per size the (reduce-scatter, allgather) halves by the sum of their
     // times, fastest first: the first pair of two candidates that fits
     // the runtime as one program is scored there (the two fastest halves
