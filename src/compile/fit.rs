@@ -40,73 +40,95 @@ pub fn first_fit(
         }
         None => format!("the budget of {m}"),
     };
+    // The form refused last: a fallback list may end on a form it has
+    // already tried (`Target::shaped`), which is not tried again.
+    let mut refused: Option<crate::ir::Algorithm> = None;
     for cand in cands {
         let alg = cand();
-        // What cannot fit is not lowered (at 1024 ranks a lowering moves
-        // millions of steps).
-        let least = alg.least_needs();
-        if let Some(m) = vopts.max_tbs.filter(|&m| least.threadblocks > m) {
-            fallbacks.push(format!(
-                "{}: at least {} threadblocks per rank exceed {}",
-                alg.name,
-                least.threadblocks,
-                limit(m)
-            ));
+        if refused.as_ref() == Some(&alg) {
             continue;
         }
-        if least.peers_per_channel > MAX_TBS_PER_CHANNEL {
-            fallbacks.push(format!(
-                "{}: a rank has {} peers in one direction on one channel, each a threadblock of its own (at most {MAX_TBS_PER_CHANNEL})",
-                alg.name, least.peers_per_channel
-            ));
-            continue;
-        }
-        let lopts = if alg.spec.is_fused() { &fused } else { &lopts };
-        let program = match lower::lower(&alg, lopts) {
-            Ok(p) => p,
-            Err(LowerError::Algorithm(m)) => {
-                return Err(CompileError::Internal(format!(
-                    "{} is not a valid algorithm: {m}",
-                    alg.name
-                )))
+        match fit_one(&alg, &vopts, &lopts, &fused, limited, &limit)? {
+            Ok((program, report, max_size)) => {
+                return Ok(Compiled {
+                    algo,
+                    algorithm: alg,
+                    program,
+                    report,
+                    fallbacks,
+                    max_size,
+                    band_only: false,
+                })
             }
-            Err(e) => {
-                fallbacks.push(format!("{}: {}", alg.name, limits_reason(&e)));
-                continue;
+            Err(why) => {
+                fallbacks.push(why);
+                refused = Some(alg);
             }
-        };
-        if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
-            fallbacks.push(format!(
-                "{}: {} threadblocks per rank exceed {}",
-                alg.name,
-                program.max_tbs_per_rank(),
-                limit(m)
-            ));
-            continue;
         }
-        let (program, report, max_size) = match verify::verify(&program, &vopts) {
-            Ok(r) => (program, r, None),
-            Err(e) => match size_limited(program, &vopts, limited, &e) {
-                Some((p, r, m)) => (p, r, Some(m)),
-                None => {
-                    fallbacks.push(format!("{}: rejected by the verifier: {e}", alg.name));
-                    continue;
-                }
-            },
-        };
-        return Ok(Compiled {
-            algo,
-            algorithm: alg,
-            program,
-            report,
-            fallbacks,
-            max_size,
-            band_only: false,
-        });
     }
     Err(CompileError::NoFit {
         algo: algo.name(),
         reasons: fallbacks,
+    })
+}
+
+/// A candidate's program, the verifier's report and the size limit it
+/// runs safely up to.
+type Fitted = (Program, VerifyReport, Option<u64>);
+
+/// Lower and verify one candidate: its program, the verifier's report and
+/// the size limit it runs safely up to, or why it does not fit (`Err` only
+/// for an invalid algorithm).
+fn fit_one(
+    alg: &crate::ir::Algorithm,
+    vopts: &VerifyOptions,
+    lopts: &lower::LowerOptions,
+    fused: &lower::LowerOptions,
+    limited: bool,
+    limit: &dyn Fn(usize) -> String,
+) -> Result<Result<Fitted, String>, CompileError> {
+    // What cannot fit is not lowered (at 1024 ranks a lowering moves
+    // millions of steps).
+    let least = alg.least_needs();
+    if let Some(m) = vopts.max_tbs.filter(|&m| least.threadblocks > m) {
+        return Ok(Err(format!(
+            "{}: at least {} threadblocks per rank exceed {}",
+            alg.name,
+            least.threadblocks,
+            limit(m)
+        )));
+    }
+    if least.peers_per_channel > MAX_TBS_PER_CHANNEL {
+        return Ok(Err(format!(
+            "{}: a rank has {} peers in one direction on one channel, each a threadblock of its own (at most {MAX_TBS_PER_CHANNEL})",
+            alg.name, least.peers_per_channel
+        )));
+    }
+    let lopts = if alg.spec.is_fused() { fused } else { lopts };
+    let program = match lower::lower(alg, lopts) {
+        Ok(p) => p,
+        Err(LowerError::Algorithm(m)) => {
+            return Err(CompileError::Internal(format!(
+                "{} is not a valid algorithm: {m}",
+                alg.name
+            )))
+        }
+        Err(e) => return Ok(Err(format!("{}: {}", alg.name, limits_reason(&e)))),
+    };
+    if let Some(m) = vopts.max_tbs.filter(|&m| program.max_tbs_per_rank() > m) {
+        return Ok(Err(format!(
+            "{}: {} threadblocks per rank exceed {}",
+            alg.name,
+            program.max_tbs_per_rank(),
+            limit(m)
+        )));
+    }
+    Ok(match verify::verify(&program, vopts) {
+        Ok(r) => Ok((program, r, None)),
+        Err(e) => match size_limited(program, vopts, limited, &e) {
+            Some((p, r, m)) => Ok((p, r, Some(m))),
+            None => Err(format!("{}: rejected by the verifier: {e}", alg.name)),
+        },
     })
 }
 

@@ -147,7 +147,9 @@ impl<'t> Target<'t> {
                     })));
                     // The broadcast on channels of its own, else on the
                     // reduction's (`auto` also scores it folded onto
-                    // fewer of its own where it lands there).
+                    // fewer of its own where it lands there), else, around
+                    // rings, going on around them on the reduction's
+                    // threadblocks (`Algorithm::allgather_along`).
                     for separate in [true, false] {
                         let halves = halves.clone();
                         out.push(Box::new(move || {
@@ -156,6 +158,19 @@ impl<'t> Target<'t> {
                             Algorithm::allreduce_on(rs, ag, own)
                         }));
                     }
+                    out.push(Box::new(move || {
+                        let (rs, ag) = &**halves;
+                        match rs.allgather_along() {
+                            Some(along) => {
+                                let mut x = Algorithm::allreduce_on(rs, &along, 0);
+                                x.name = format!("{}-along", rs.name);
+                                x
+                            }
+                            // Not around rings: the shared form again,
+                            // which first_fit has already refused.
+                            None => Algorithm::allreduce_on(rs, ag, 0),
+                        }
+                    }));
                 }
                 out
             }

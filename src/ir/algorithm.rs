@@ -168,6 +168,86 @@ impl Algorithm {
         }
     }
 
+    /// An allgather over this reduce-scatter's own connections, where
+    /// every in-tree is a chain through all ranks on one channel, p₀ → p₁
+    /// → … → owner, and the owner also sends to p₀ on that channel (for
+    /// another chunk: a ring): each chunk goes on around, owner → p₀ → …
+    /// → the owner's last child, one hop a step on its reduction's
+    /// channel. An allreduce that runs it on the reduction's channels
+    /// ([`Algorithm::allreduce_on`] with `own` 0) is NCCL's ring
+    /// allreduce: each threadblock's send and receive peers serve both
+    /// halves, so it needs one threadblock per ring and channel where the
+    /// dual, which runs the ring the other way, needs two. None for
+    /// anything else.
+    pub fn allgather_along(&self) -> Option<Algorithm> {
+        let spec = self.spec;
+        let n = spec.ranks;
+        if spec.coll != Collective::ReduceScatter || !self.bcast.is_empty() || n < 2 {
+            return None;
+        }
+        let conns: rustc_hash::FxHashSet<(usize, usize, usize)> = self
+            .transfers
+            .iter()
+            .map(|t| (t.src, t.dst, t.channel))
+            .collect();
+        let mut by_chunk: Vec<Vec<&Transfer>> = vec![Vec::new(); spec.total_chunks()];
+        for t in &self.transfers {
+            by_chunk.get_mut(t.chunk)?.push(t);
+        }
+        let mut bcast = Vec::with_capacity(self.transfers.len());
+        for (c, edges) in by_chunk.iter().enumerate() {
+            let owner = spec.owner(c);
+            if edges.len() != n - 1 {
+                return None;
+            }
+            let ch = edges[0].channel;
+            // Parent of each sender, and how many children each rank has.
+            let mut parent = vec![usize::MAX; n];
+            let mut children = vec![0usize; n];
+            for t in edges {
+                if t.channel != ch || t.src >= n || t.dst >= n || parent[t.src] != usize::MAX {
+                    return None;
+                }
+                parent[t.src] = t.dst;
+                children[t.dst] += 1;
+            }
+            // A chain: one leaf, every other rank one child.
+            let mut leaves = (0..n).filter(|&r| children[r] == 0);
+            let (first, more) = (leaves.next()?, leaves.next());
+            if more.is_some() || first == owner || !conns.contains(&(owner, first, ch)) {
+                return None;
+            }
+            let mut at = first;
+            let mut prev = owner;
+            for step in 0..n - 1 {
+                if at >= n || at == owner {
+                    return None;
+                }
+                bcast.push(Transfer {
+                    step,
+                    chunk: c,
+                    src: prev,
+                    dst: at,
+                    channel: ch,
+                });
+                prev = at;
+                at = parent[at];
+            }
+            if at != owner {
+                return None;
+            }
+        }
+        Some(Algorithm {
+            name: self.name.clone(),
+            spec: Spec {
+                coll: Collective::AllGather,
+                ..spec
+            },
+            transfers: Vec::new(),
+            bcast,
+        })
+    }
+
     /// The allreduce that runs reduce-scatter `rs` and then allgather
     /// `ag` over the same chunking: `ag`'s steps follow all of `rs`'s, so
     /// each chunk is broadcast from its owner once its reduction is there.
@@ -661,6 +741,47 @@ mod tests {
         let ar = Algorithm::allreduce(&rs, &ag);
         ar.check().unwrap();
         assert_eq!(ar.num_steps(), 4);
+    }
+
+    #[test]
+    fn around_a_ring_the_broadcast_goes_on_over_the_reductions_connections() {
+        let rs = chain_rs();
+        let ag = rs.allgather_along().expect("a ring");
+        ag.check().unwrap();
+        // Chunk 0 came 2 -> 1 -> 0; it goes on 0 -> 2 -> 1.
+        let mut c0: Vec<_> = ag
+            .bcast
+            .iter()
+            .filter(|t| t.chunk == 0)
+            .map(|t| (t.step, t.src, t.dst))
+            .collect();
+        c0.sort_unstable();
+        assert_eq!(c0, vec![(0, 0, 2), (1, 2, 1)]);
+        let conns = |v: &[Transfer]| -> std::collections::BTreeSet<(usize, usize, usize)> {
+            v.iter().map(|t| (t.src, t.dst, t.channel)).collect()
+        };
+        assert_eq!(conns(&ag.bcast), conns(&rs.transfers));
+        // On the reduction's channels one threadblock per rank serves
+        // both halves; the dual runs the ring the other way and needs two.
+        let along = Algorithm::allreduce_on(&rs, &ag, 0);
+        along.check().unwrap();
+        assert_eq!(along.least_needs().threadblocks, 1);
+        let dual = Algorithm::allreduce_on(&rs, &rs.allgather_dual(), 0);
+        assert_eq!(dual.least_needs().threadblocks, 2);
+        // Not around a ring: a star (direct), a broken chain, an allgather.
+        assert!(direct_rs(1).allgather_along().is_none());
+        // Chunk 2 alone on channel 1: nothing there closes its chain
+        // (2 -> 1 runs on channel 0).
+        let mut open = rs.clone();
+        for t in open.transfers.iter_mut().filter(|t| t.chunk == 2) {
+            t.channel = 1;
+        }
+        open.check().unwrap();
+        assert!(
+            open.allgather_along().is_none(),
+            "a chain without its closing connection"
+        );
+        assert!(ag.allgather_along().is_none());
     }
 
     #[test]
