@@ -260,29 +260,6 @@ fn candidates(
                 })
                 .collect();
             found.extend(folded);
-            // A composed allreduce whose reduction runs around rings also
-            // with its broadcast going on around them, on the same
-            // channels (`Algorithm::allgather_along`): NCCL's ring
-            // allreduce, one threadblock per ring and channel where the
-            // dual's broadcast, which runs each ring the other way, needs
-            // a second; so it fits twice the channels in the budget.
-            let along: Vec<Compiled> = found[..forms]
-                .iter()
-                .filter_map(|c| {
-                    let (rs, _) = c.algorithm.halves()?;
-                    let mut x = Algorithm::allreduce_on(&rs, &rs.allgather_along()?, 0);
-                    x.name = format!("{}-along", c.algorithm.name);
-                    let limited = c.max_size.is_some();
-                    let cands = vec![crate::synth::ready(x)];
-                    super::fit::first_fit(t.topo, c.algo, cands, opts, limited)
-                        .ok()
-                        .map(|x| Compiled {
-                            band_only: c.band_only,
-                            ..x
-                        })
-                })
-                .collect();
-            found.extend(along);
         }
         // Without fused steps, every schedule also without send
         // threadblocks: the split overlaps a hop's local pass with its
