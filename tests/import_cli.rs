@@ -142,3 +142,41 @@ fn export_then_import_through_the_cli() {
         assert_eq!(g["link_gbps"], 64.0);
     }
 }
+
+/// An rscc JSON host whose NICs hang off PCIe only (no network link:
+/// topologies/dgx-a100.json) has no NIC speed to join hosts at: `--hosts`
+/// asks for `--nic-gbps` (exit 2, naming the file and the NIC) instead of
+/// writing rails of 0 GB/s that `synth` then refuses; with it, the joined
+/// machine synthesizes.
+#[test]
+fn hosts_of_a_json_machine_need_a_nic_speed() {
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("topologies/dgx-a100.json");
+    let out = tmp("a100x2.json");
+    let o = rscc()
+        .args(["topo", "import", "--hosts", "2", "-o"])
+        .arg(&out)
+        .arg(&topo)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("dgx-a100.json") && err.contains("nic0") && err.contains("--nic-gbps"),
+        "{err}"
+    );
+    let o = rscc()
+        .args(["topo", "import", "--hosts", "2", "--nic-gbps", "25", "-o"])
+        .arg(&out)
+        .arg(&topo)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = rscc()
+        .args(["synth", "--algo", "hier", "--topo"])
+        .arg(&out)
+        .args(["-o"])
+        .arg(tmp("a100x2.xml"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -74,7 +74,19 @@ pub fn import_text(
         Format::RocmSmi => rocm_smi::import(text, file, opts),
         Format::Json => {
             let topology = topo_json::parse(text, file)?;
-            Ok(report_from_topology(topology, Format::Json))
+            let mut report = report_from_topology(topology, Format::Json);
+            // A NIC with no network link has no speed of its own: the
+            // one given for the dump's NICs stands in.
+            if let Some(g) = opts.nic_gbps {
+                for nic in report.nics.iter_mut().filter(|n| n.gbps <= 0.0) {
+                    nic.gbps = g;
+                    report.assumptions.push(format!(
+                        "{}: no network link, so its speed is --nic-gbps {g} GB/s",
+                        nic.node_id
+                    ));
+                }
+            }
+            Ok(report)
         }
     }
 }
@@ -175,6 +187,20 @@ pub fn replicate(
             ),
         )
     })?;
+    if let Some(nic) = report
+        .nics
+        .iter()
+        .find(|n| n.gbps.is_nan() || n.gbps <= 0.0)
+    {
+        return Err(FrontError::new(
+            file,
+            format!(
+                "--hosts {hosts}: NIC {} has no network link, so its speed is unknown \
+                 (give it with --nic-gbps)",
+                nic.node_id
+            ),
+        ));
+    }
     let mut assumptions = report.assumptions.clone();
     let mut warnings = report.warnings.clone();
     let speeds: Vec<f64> = report.nics.iter().map(|n| n.gbps).collect();
