@@ -90,7 +90,7 @@ impl Synthesizer for Hier {
             let hs = hs.clone();
             move || hier_blocks(spec, &hs)
         }) as super::Candidate;
-        // Rail lanes: 2 and 3 chunks per shard, each chunk its own step and
+        // Rail lanes: 2, 3 and 4 chunks per shard, each chunk its own step and
         // rail lane, so the NICs start after one chunk of intra-host
         // traffic (medium and large sizes on few hosts). Up to
         // LANES_MAX_HOSTS hosts: beyond, they gain under a point at 1 GiB
@@ -98,7 +98,7 @@ impl Synthesizer for Hier {
         // "Hierarchical", rail lanes).
         let mut more = vec![vec![star], pat, vec![blocks]];
         if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
-            for chunks in [2, 3] {
+            for chunks in [2, 3, 4] {
                 more.push(
                     radices
                         .iter()
@@ -702,7 +702,7 @@ mod tests {
     /// mod C (a logical channel each), moving what the one-chunk tree moves.
     #[test]
     fn rail_lanes_step_and_route_each_chunk_apart() {
-        for (nh, g, c) in [(2usize, 4usize, 2usize), (4, 2, 3), (5, 2, 2)] {
+        for (nh, g, c) in [(2usize, 4usize, 2usize), (4, 2, 3), (5, 2, 2), (2, 4, 4)] {
             let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..(h + 1) * g).collect()).collect();
             let one = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, nh, 1);
             let a = hier_tree_lanes(Spec::reduce_scatter(nh * g, c), &hs, nh);
