@@ -500,8 +500,9 @@ fn computes_its_op(p: &Program, sizes: &[u64]) {
 
 /// `rscc synth -o DIR/`'s one-chunk-per-shard selection runs after the
 /// main one and takes the main one's times for the schedules both have
-/// (`compile::auto_after`): its times and choices are exactly those of
-/// the same selection made alone.
+/// (`compile::auto_after`), and for the allreduce halves both rank pairs
+/// by: its times and choices are exactly those of the same selection made
+/// alone.
 #[test]
 fn a_selection_after_another_reuses_its_times_exactly() {
     let topo = rscc::front::load_topology(Path::new("topologies/ring8.json")).unwrap();
@@ -531,6 +532,19 @@ fn a_selection_after_another_reuses_its_times_exactly() {
         })
         .count();
     assert!(shared >= 2, "{shared}");
+    // So were some of the halves its pairs are ranked by, with the same
+    // times.
+    assert_eq!(alone.half_times.len(), after.half_times.len());
+    for ((p, t), (q, u)) in alone.half_times.iter().zip(&after.half_times) {
+        assert!(p.same_schedule(q));
+        assert_eq!(t, u);
+    }
+    let reused = after
+        .half_times
+        .iter()
+        .filter(|(p, _)| first.half_times.iter().any(|(q, _)| q.same_schedule(p)))
+        .count();
+    assert!(reused >= 2, "{reused}");
 }
 
 /// Where the halves packed alone load one GPU's link twice, `auto`'s

@@ -41,6 +41,11 @@ pub struct Selection {
     pub overall: usize,
     /// Algorithms that did not apply or fit, with the reason.
     pub skipped: Vec<String>,
+    /// An allreduce's scored halves (`paired`): each distinct
+    /// reduce-scatter or allgather half program and its simulated time
+    /// per size of `sizes` (∞ where it did not run to the end), which a
+    /// selection after this one takes instead of simulating again.
+    pub half_times: Vec<(Program, Vec<f64>)>,
 }
 
 /// Progress callback: (done, total, what).
@@ -65,7 +70,8 @@ pub fn auto(
 /// that one's simulated times where `prior` has them at the same sizes
 /// and simulator options, instead of simulating again (`rscc synth -o
 /// DIR/`'s one-chunk-per-shard selection after the main one, where most
-/// candidates already had one chunk per shard).
+/// candidates already had one chunk per shard); so does an allreduce half
+/// ([`Selection::half_times`]).
 pub fn auto_after(
     topo: &Topology,
     opts: &CompileOptions,
@@ -84,6 +90,7 @@ pub fn auto_after(
     // Times `prior` has for the same sizes and simulator options.
     let known = prior.filter(|p| p.sizes == sorted && p.simopts == *simopts);
     let mut times_us = score(topo, &candidates, &sorted, None, simopts, progress, known)?;
+    let mut half_times = Vec::new();
     if opts.op == Collective::AllReduce {
         // Each pair is scored at the sizes it was the first fitting pair for.
         let (extra, at): (Vec<Compiled>, Vec<Vec<bool>>) = paired(
@@ -93,6 +100,8 @@ pub fn auto_after(
             halves,
             &sorted,
             simopts,
+            known,
+            &mut half_times,
             &mut skipped,
         )
         .into_iter()
@@ -138,6 +147,7 @@ pub fn auto_after(
         bands,
         overall,
         skipped,
+        half_times,
     })
 }
 
@@ -428,6 +438,7 @@ fn relays_abroad(a: &Algorithm, topo: &Topology) -> bool {
 /// one program makes the allreduce no slower than the reduce-scatter
 /// followed by the allgather wherever the pair fits the runtime. Each
 /// half is scored as its own op's program.
+#[allow(clippy::too_many_arguments)]
 fn paired(
     topo: &Topology,
     opts: &CompileOptions,
@@ -435,52 +446,115 @@ fn paired(
     halves: Halves,
     sorted: &[u64],
     simopts: &SimOptions,
+    known: Option<&Selection>,
+    half_times: &mut Vec<(Program, Vec<f64>)>,
     skipped: &mut Vec<String>,
 ) -> Vec<(Compiled, Vec<bool>)> {
     if halves.len() < 2 {
         return Vec::new();
     }
-    // Per half and size its simulated time as its own op's program (∞
-    // where it does not lower within the runtime's limits and the SMs, or
-    // does not run to the end). Only scored: nothing here is emitted
-    // unless its allreduce passes `first_fit` below.
     let budget = opts.tb_budget(topo);
-    let time = |op: Collective, a: &Algorithm, algo: Algo, in_turn: bool| -> Vec<f64> {
+    let turns = |ag: &Algorithm| !opts.lower.relays_in_turn && relays_abroad(ag, topo);
+    // Every half's forms: its reduce-scatter, and its allgather with its
+    // relays side by side and, where some are abroad, in turn (`pair`
+    // lowers both; the faster counts per size).
+    let forms: Vec<(usize, bool, bool)> = (0..halves.len())
+        .flat_map(|i| {
+            let turn = turns(&halves[i].2);
+            [(i, false, false), (i, true, false), (i, true, true)]
+                .into_iter()
+                .filter(move |&(_, gather, in_turn)| !in_turn || (gather && turn))
+        })
+        .collect();
+    let progs: Vec<Option<Program>> = crate::par::map(&forms, |&(i, gather, in_turn)| {
+        let (algo, rs, ag) = &halves[i];
+        let (op, a) = if gather {
+            (Collective::AllGather, ag)
+        } else {
+            (Collective::ReduceScatter, rs)
+        };
         let o = CompileOptions { op, ..opts.clone() };
         let lo = crate::lower::LowerOptions {
             relays_in_turn: in_turn,
-            ..o.lower_options(topo, algo, false)
+            ..o.lower_options(topo, *algo, false)
         };
-        let p = crate::lower::lower(a, &lo)
+        crate::lower::lower(a, &lo)
             .ok()
-            .filter(|p| p.max_tbs_per_rank() <= budget);
-        sorted
-            .iter()
-            .map(|&s| {
-                p.as_ref()
-                    .and_then(|p| sim::simulate(p, topo, s, simopts).ok())
-                    .map_or(f64::INFINITY, |r| r.time_us)
-            })
-            .collect()
-    };
-    let jobs: Vec<(usize, bool)> = (0..halves.len())
-        .flat_map(|i| [(i, false), (i, true)])
-        .collect();
-    let turns = |ag: &Algorithm| !opts.lower.relays_in_turn && relays_abroad(ag, topo);
-    let times = crate::par::map(&jobs, |&(i, gather)| {
-        let (algo, rs, ag) = &halves[i];
-        if !gather {
-            return time(Collective::ReduceScatter, rs, *algo, false);
-        }
-        // The allgather half at its faster form per size, its relays side
-        // by side or in turn (`pair` lowers both).
-        let mut t = time(Collective::AllGather, ag, *algo, false);
-        if turns(ag) {
-            let u = time(Collective::AllGather, ag, *algo, true);
-            t.iter_mut().zip(u).for_each(|(a, b)| *a = a.min(b));
-        }
-        t
+            .filter(|p| p.max_tbs_per_rank() <= budget)
     });
+    // Each distinct program is simulated once per size (halves of several
+    // candidates are often one schedule), or not at all where `known`
+    // scored it at these sizes.
+    let mut distinct: Vec<usize> = Vec::new();
+    let mut by_hash: rustc_hash::FxHashMap<u64, Vec<usize>> = Default::default();
+    let of: Vec<Option<usize>> = progs
+        .iter()
+        .enumerate()
+        .map(|(f, p)| {
+            let p = p.as_ref()?;
+            let same = by_hash.entry(p.schedule_hash()).or_default();
+            match same.iter().position(|&d| {
+                progs[distinct[d]]
+                    .as_ref()
+                    .is_some_and(|q| q.same_schedule(p))
+            }) {
+                Some(k) => Some(same[k]),
+                None => {
+                    same.push(distinct.len());
+                    distinct.push(f);
+                    Some(distinct.len() - 1)
+                }
+            }
+        })
+        .collect();
+    let prior: Vec<Option<&Vec<f64>>> = distinct
+        .iter()
+        .map(|&f| {
+            let p = progs[f].as_ref()?;
+            known?
+                .half_times
+                .iter()
+                .find(|(q, _)| q.same_schedule(p))
+                .map(|(_, t)| t)
+        })
+        .collect();
+    let jobs: Vec<(usize, usize)> = (0..distinct.len())
+        .filter(|&d| prior[d].is_none())
+        .flat_map(|d| (0..sorted.len()).map(move |si| (d, si)))
+        .collect();
+    let runs = crate::par::map(&jobs, |&(d, si)| {
+        let p = progs[distinct[d]].as_ref().expect("a lowered half");
+        sim::simulate(p, topo, sorted[si], simopts).map_or(f64::INFINITY, |r| r.time_us)
+    });
+    let mut dtimes: Vec<Vec<f64>> = prior
+        .iter()
+        .map(|t| {
+            t.cloned()
+                .unwrap_or_else(|| vec![f64::INFINITY; sorted.len()])
+        })
+        .collect();
+    for (&(d, si), t) in jobs.iter().zip(runs) {
+        dtimes[d][si] = t;
+    }
+    // Per half (2i: reduce-scatter, 2i + 1: allgather) and size, its
+    // time: ∞ where it does not lower within the runtime's limits and
+    // the SMs, or does not run to the end. Only scored: nothing here is
+    // emitted unless its allreduce passes `first_fit` below.
+    let mut times = vec![vec![f64::INFINITY; sorted.len()]; 2 * halves.len()];
+    for (&(i, gather, _), d) in forms.iter().zip(&of) {
+        if let Some(d) = d {
+            let t = &mut times[2 * i + gather as usize];
+            t.iter_mut()
+                .zip(&dtimes[*d])
+                .for_each(|(a, &b)| *a = a.min(b));
+        }
+    }
+    half_times.extend(
+        distinct
+            .iter()
+            .zip(dtimes)
+            .filter_map(|(&f, t)| Some((progs[f].clone()?, t))),
+    );
     // One synthesizer's own two halves are its composed candidate, when
     // that allreduce fitted; a pair with a half of a candidate for size
     // bands only is one too.
