@@ -42,10 +42,11 @@ pub struct Selection {
     /// Algorithms that did not apply or fit, with the reason.
     pub skipped: Vec<String>,
     /// An allreduce's scored halves (`paired`): each distinct
-    /// reduce-scatter or allgather half program and its simulated time
-    /// per size of `sizes` (∞ where it did not run to the end), which a
-    /// selection after this one takes instead of simulating again.
-    pub half_times: Vec<(Program, Vec<f64>)>,
+    /// reduce-scatter or allgather half program, by its
+    /// [`Program::schedule_digest`], and its simulated time per size of
+    /// `sizes` (∞ where it did not run to the end), which a selection
+    /// after this one takes instead of simulating again.
+    pub half_times: Vec<((u64, u64), Vec<f64>)>,
 }
 
 /// Progress callback: (done, total, what).
@@ -447,7 +448,7 @@ fn paired(
     sorted: &[u64],
     simopts: &SimOptions,
     known: Option<&Selection>,
-    half_times: &mut Vec<(Program, Vec<f64>)>,
+    half_times: &mut Vec<((u64, u64), Vec<f64>)>,
     skipped: &mut Vec<String>,
 ) -> Vec<(Compiled, Vec<bool>)> {
     if halves.len() < 2 {
@@ -466,7 +467,7 @@ fn paired(
                 .filter(move |&(_, gather, in_turn)| !in_turn || (gather && turn))
         })
         .collect();
-    let progs: Vec<Option<Program>> = crate::par::map(&forms, |&(i, gather, in_turn)| {
+    let lower = |&(i, gather, in_turn): &(usize, bool, bool)| -> Option<Program> {
         let (algo, rs, ag) = &halves[i];
         let (op, a) = if gather {
             (Collective::AllGather, ag)
@@ -481,80 +482,63 @@ fn paired(
         crate::lower::lower(a, &lo)
             .ok()
             .filter(|p| p.max_tbs_per_rank() <= budget)
-    });
+    };
     // Each distinct program is simulated once per size (halves of several
     // candidates are often one schedule), or not at all where `known`
-    // scored it at these sizes.
-    let mut distinct: Vec<usize> = Vec::new();
-    let mut by_hash: rustc_hash::FxHashMap<u64, Vec<usize>> = Default::default();
-    let of: Vec<Option<usize>> = progs
-        .iter()
-        .enumerate()
-        .map(|(f, p)| {
-            let p = p.as_ref()?;
-            let same = by_hash.entry(p.schedule_hash()).or_default();
-            match same.iter().position(|&d| {
-                progs[distinct[d]]
-                    .as_ref()
-                    .is_some_and(|q| q.same_schedule(p))
-            }) {
-                Some(k) => Some(same[k]),
-                None => {
-                    same.push(distinct.len());
-                    distinct.push(f);
-                    Some(distinct.len() - 1)
-                }
+    // scored it at these sizes. Programs are told apart by their digest
+    // and lowered again to be simulated, so that no more than one per
+    // core is held at a time (at hundreds of GPUs a half is hundreds of
+    // MB).
+    let digests: Vec<Option<(u64, u64)>> =
+        crate::par::map(&forms, |f| lower(f).map(|p| p.schedule_digest()));
+    let mut distinct: Vec<(u64, u64)> = Vec::new();
+    let mut first: Vec<usize> = Vec::new();
+    for (f, d) in digests.iter().enumerate() {
+        if let Some(d) = d {
+            if !distinct.contains(d) {
+                distinct.push(*d);
+                first.push(f);
             }
-        })
+        }
+    }
+    let prior = |d: &(u64, u64)| -> Option<&Vec<f64>> {
+        known?
+            .half_times
+            .iter()
+            .find(|(k, _)| k == d)
+            .map(|(_, t)| t)
+    };
+    let todo: Vec<usize> = (0..distinct.len())
+        .filter(|&k| prior(&distinct[k]).is_none())
         .collect();
-    let prior: Vec<Option<&Vec<f64>>> = distinct
-        .iter()
-        .map(|&f| {
-            let p = progs[f].as_ref()?;
-            known?
-                .half_times
-                .iter()
-                .find(|(q, _)| q.same_schedule(p))
-                .map(|(_, t)| t)
-        })
-        .collect();
-    let jobs: Vec<(usize, usize)> = (0..distinct.len())
-        .filter(|&d| prior[d].is_none())
-        .flat_map(|d| (0..sorted.len()).map(move |si| (d, si)))
-        .collect();
-    let runs = crate::par::map(&jobs, |&(d, si)| {
-        let p = progs[distinct[d]].as_ref().expect("a lowered half");
-        sim::simulate(p, topo, sorted[si], simopts).map_or(f64::INFINITY, |r| r.time_us)
+    let runs = crate::par::map(&todo, |&k| {
+        let p = lower(&forms[first[k]]).expect("lowered before");
+        sorted
+            .iter()
+            .map(|&s| sim::simulate(&p, topo, s, simopts).map_or(f64::INFINITY, |r| r.time_us))
+            .collect::<Vec<f64>>()
     });
-    let mut dtimes: Vec<Vec<f64>> = prior
+    let mut dtimes: Vec<Vec<f64>> = distinct
         .iter()
-        .map(|t| {
-            t.cloned()
-                .unwrap_or_else(|| vec![f64::INFINITY; sorted.len()])
-        })
+        .map(|d| prior(d).cloned().unwrap_or_default())
         .collect();
-    for (&(d, si), t) in jobs.iter().zip(runs) {
-        dtimes[d][si] = t;
+    for (&k, t) in todo.iter().zip(runs) {
+        dtimes[k] = t;
     }
     // Per half (2i: reduce-scatter, 2i + 1: allgather) and size, its
     // time: ∞ where it does not lower within the runtime's limits and
     // the SMs, or does not run to the end. Only scored: nothing here is
     // emitted unless its allreduce passes `first_fit` below.
     let mut times = vec![vec![f64::INFINITY; sorted.len()]; 2 * halves.len()];
-    for (&(i, gather, _), d) in forms.iter().zip(&of) {
-        if let Some(d) = d {
+    for (&(i, gather, _), d) in forms.iter().zip(&digests) {
+        if let Some(k) = d.and_then(|d| distinct.iter().position(|x| *x == d)) {
             let t = &mut times[2 * i + gather as usize];
             t.iter_mut()
-                .zip(&dtimes[*d])
+                .zip(&dtimes[k])
                 .for_each(|(a, &b)| *a = a.min(b));
         }
     }
-    half_times.extend(
-        distinct
-            .iter()
-            .zip(dtimes)
-            .filter_map(|(&f, t)| Some((progs[f].clone()?, t))),
-    );
+    half_times.extend(distinct.into_iter().zip(dtimes));
     // One synthesizer's own two halves are its composed candidate, when
     // that allreduce fitted; a pair with a half of a candidate for size
     // bands only is one too.

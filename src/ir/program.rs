@@ -392,6 +392,17 @@ impl Program {
         h.finish()
     }
 
+    /// A 128-bit digest of what [`Program::same_schedule`] compares (two
+    /// independent hashes), to tell schedules apart without keeping them:
+    /// two different schedules share one with a chance of about 2⁻¹²⁸.
+    pub fn schedule_digest(&self) -> (u64, u64) {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        self.schedule_header().hash(&mut h);
+        self.gpus.hash(&mut h);
+        (self.schedule_hash(), h.finish())
+    }
+
     /// The attributes of `<algo>` that [`Program::same_schedule`]
     /// compares.
     #[allow(clippy::type_complexity)]
