@@ -261,13 +261,7 @@ fn candidates(
                             crate::synth::ready(x)
                         })
                         .collect();
-                    let limited = c.max_size.is_some();
-                    super::fit::first_fit(t.topo, c.algo, cands, opts, limited)
-                        .ok()
-                        .map(|x| Compiled {
-                            band_only: c.band_only,
-                            ..x
-                        })
+                    refit(&t, c, cands, opts)
                 })
                 .collect();
             found.extend(folded);
@@ -285,16 +279,7 @@ fn candidates(
             };
             let plain: Vec<Compiled> = found
                 .iter()
-                .filter_map(|c| {
-                    let cand = crate::synth::ready(c.algorithm.clone());
-                    let limited = c.max_size.is_some();
-                    super::fit::first_fit(t.topo, c.algo, vec![cand], &o, limited)
-                        .ok()
-                        .map(|x| Compiled {
-                            band_only: c.band_only,
-                            ..x
-                        })
-                })
+                .filter_map(|c| refit(&t, c, vec![crate::synth::ready(c.algorithm.clone())], &o))
                 .collect();
             found.extend(plain);
         }
@@ -345,14 +330,7 @@ fn candidates(
                     .filter_map(|(c, _)| {
                         let mut a = c.algorithm.clone();
                         a.name = format!("{}-{suffix}", a.name);
-                        let limited = c.max_size.is_some();
-                        let cand = vec![crate::synth::ready(a)];
-                        super::fit::first_fit(t.topo, c.algo, cand, &o, limited)
-                            .ok()
-                            .map(|x| Compiled {
-                                band_only: c.band_only,
-                                ..x
-                            })
+                        refit(&t, c, vec![crate::synth::ready(a)], &o)
                     })
                     .collect();
                 found.extend(more);
@@ -377,13 +355,7 @@ fn candidates(
                 .filter_map(|c| {
                     let mut a = c.algorithm.clone();
                     a.name = format!("{}-inturn", a.name);
-                    let limited = c.max_size.is_some();
-                    super::fit::first_fit(t.topo, c.algo, vec![crate::synth::ready(a)], &o, limited)
-                        .ok()
-                        .map(|x| Compiled {
-                            band_only: c.band_only,
-                            ..x
-                        })
+                    refit(&t, c, vec![crate::synth::ready(a)], &o)
                 })
                 .collect();
             found.extend(turns);
@@ -408,6 +380,24 @@ fn candidates(
         }
     }
     Ok((candidates, skipped, t.made_halves()))
+}
+
+/// The first fit of `cands`, forms derived from candidate `c` (folded,
+/// without send threadblocks, block by block, relays in turn): `c`'s
+/// synthesizer, its size limit if it had one, and its band-only flag.
+fn refit(
+    t: &Target,
+    c: &Compiled,
+    cands: Vec<crate::synth::Candidate>,
+    o: &CompileOptions,
+) -> Option<Compiled> {
+    let limited = c.max_size.is_some();
+    super::fit::first_fit(t.topo, c.algo, cands, o, limited)
+        .ok()
+        .map(|x| Compiled {
+            band_only: c.band_only,
+            ..x
+        })
 }
 
 /// Whether, in `a`'s broadcast (an allgather, or an allreduce's second
