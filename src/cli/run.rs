@@ -104,6 +104,10 @@ pub struct RunArgs {
 /// Candidates `rscc run --topo` times on the CPU before it runs one: the
 /// cost model's best few by total time over the sizes.
 const TUNE_CANDIDATES: usize = 3;
+/// Time each tuning probe spends per size, by the model's estimate (µs).
+const TUNE_PROBE_US: f64 = 5_000.0;
+/// Most timed calls of one tuning probe.
+const TUNE_MAX_CALLS: u64 = 20;
 
 fn load(args: &RunArgs, ropts: &RunOptions) -> Result<Program, CliError> {
     if let Some(t) = &args.topo {
@@ -195,11 +199,14 @@ fn load(args: &RunArgs, ropts: &RunOptions) -> Result<Program, CliError> {
 
 /// The candidate of `sel` that runs fastest here: the cost model's best
 /// [`TUNE_CANDIDATES`] by total time over the sizes (the model's pick
-/// first), each timed for one call per size after one warm-up call; the
-/// least total wins. The model does not see caches or how the workers
-/// share the cores (docs/cost-model.md §4.4), so where its best few are
-/// close the machine decides. A candidate that fails to run is passed
-/// over; if none runs, the model's pick stands (the real run reports why).
+/// first), each timed per size for about [`TUNE_PROBE_US`] (the model's
+/// estimate says how many calls that is, 1 to [`TUNE_MAX_CALLS`]) after
+/// one warm-up call; the least total of the mean times wins. The model
+/// does not see caches or how the workers share the cores
+/// (docs/cost-model.md §4.4), so where its best few are close the machine
+/// decides; one call per size decides by noise where calls take less than
+/// a millisecond. A candidate that fails to run is passed over; if none
+/// runs, the model's pick stands (the real run reports why).
 fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
     let total = |c: usize| -> f64 { sel.times_us[c].iter().sum() };
     let mut order: Vec<usize> = (0..sel.candidates.len())
@@ -215,35 +222,51 @@ fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
     if order.len() < 2 {
         return sel.overall;
     }
-    let probe = RunOptions {
-        iters: 1,
-        warmup: 1,
-        check: false,
-        membw_bytes: 0,
-        ..ropts.clone()
-    };
     let mut best: Option<(f64, usize)> = None;
     let mut said = Vec::new();
-    for &c in &order {
+    'cand: for &c in &order {
         let name = &sel.candidates[c].algorithm.name;
-        match exec::run_program(&sel.candidates[c].program, &probe) {
-            Ok(rep) => {
-                let t: f64 = rep.rows.iter().map(|r| r.time_us).sum();
-                said.push(format!("{name} {t:.1} µs"));
-                if best.is_none_or(|(bt, _)| t < bt) {
-                    best = Some((t, c));
+        let mut t = 0.0;
+        for (i, &size) in ropts.sizes.iter().enumerate() {
+            let est = sel.times_us[c].get(i).copied().unwrap_or(f64::INFINITY);
+            let probe = RunOptions {
+                sizes: vec![size],
+                iters: probe_calls(est),
+                warmup: 1,
+                check: false,
+                membw_bytes: 0,
+                ..ropts.clone()
+            };
+            match exec::run_program(&sel.candidates[c].program, &probe) {
+                Ok(rep) => t += rep.rows.iter().map(|r| r.time_us).sum::<f64>(),
+                Err(e) => {
+                    said.push(format!("{name} did not run ({e})"));
+                    continue 'cand;
                 }
             }
-            Err(e) => said.push(format!("{name} did not run ({e})")),
+        }
+        said.push(format!("{name} {t:.1} µs"));
+        if best.is_none_or(|(bt, _)| t < bt) {
+            best = Some((t, c));
         }
     }
     let w = best.map_or(sel.overall, |(_, c)| c);
     eprintln!(
-        "tuned on this machine (one call per size after a warm-up; --no-tune runs the cost model's pick, {}): {}",
+        "tuned on this machine (mean of up to {TUNE_MAX_CALLS} calls per size after a warm-up; --no-tune runs the cost model's pick, {}): {}",
         sel.candidates[sel.overall].algorithm.name,
         said.join(", ")
     );
     w
+}
+
+/// Timed calls of one probe: about [`TUNE_PROBE_US`] by the model's
+/// estimate `est_us` of one call, 1 to [`TUNE_MAX_CALLS`].
+fn probe_calls(est_us: f64) -> u64 {
+    if est_us.is_finite() && est_us > 0.0 {
+        ((TUNE_PROBE_US / est_us).ceil() as u64).clamp(1, TUNE_MAX_CALLS)
+    } else {
+        1
+    }
 }
 
 /// The executor's options from the command line.
@@ -444,5 +467,22 @@ fn print_table(rep: &Report, backend: &str) {
         if r.wrong_chunks.len() > 20 {
             eprintln!("  … and {} more chunks", r.wrong_chunks.len() - 20);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_spend_about_their_time_within_the_call_limits() {
+        assert_eq!(probe_calls(TUNE_PROBE_US), 1);
+        assert_eq!(probe_calls(TUNE_PROBE_US * 10.0), 1);
+        assert_eq!(probe_calls(TUNE_PROBE_US / 4.0), 4);
+        assert_eq!(probe_calls(TUNE_PROBE_US / 4.5), 5);
+        assert_eq!(probe_calls(1.0), TUNE_MAX_CALLS);
+        assert_eq!(probe_calls(0.0), 1);
+        assert_eq!(probe_calls(f64::INFINITY), 1);
+        assert_eq!(probe_calls(f64::NAN), 1);
     }
 }
