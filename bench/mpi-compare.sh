@@ -7,7 +7,9 @@
 # topology of N ranks (`rscc topo generate cpu-shm --gpus N`, the
 # generator of topologies/cpu-shm.json, then `rscc run --topo`). N = 2, 4,
 # 8 and 16 ranks (16 oversubscribes a small machine's cores for MPI; rscc's
-# pool stays at one worker per core).
+# pool stays at one worker per core). Beside them, the hand-written floor
+# bench/direct_rs.c (plain C, one thread per core, only the minimum memory
+# traffic): what this machine's memory lets any reduce-scatter reach.
 #
 # Usage: bench/mpi-compare.sh [OUT.json]     (from the repository root)
 # Env:   RANKS="2 4 8 16"  SIZES="4096 65536 1048576 16777216 268435456"
@@ -32,6 +34,7 @@ if [ -z "${SKIP_INSTALL:-}" ] && ! { command -v mpicc.openmpi && command -v mpic
 fi
 mpicc.openmpi -O2 -o target/bench/mpi_rs_openmpi bench/mpi_rs.c
 mpicc.mpich -O2 -o target/bench/mpi_rs_mpich bench/mpi_rs.c
+cc -O3 -march=native -pthread -o target/bench/direct_rs bench/direct_rs.c
 cargo build --release -q
 RSCC=target/release/rscc
 OMPI_VER=$(mpirun.openmpi --version 2>&1 | head -1)
@@ -50,6 +53,7 @@ for n in $RANKS; do
         mpirun.openmpi --oversubscribe --allow-run-as-root -np "$n" target/bench/mpi_rs_openmpi "$s" "$it" "$wu" \
             > "$TMP/ompi_${n}_${s}.txt"
         mpirun.mpich -np "$n" target/bench/mpi_rs_mpich "$s" "$it" "$wu" > "$TMP/mpich_${n}_${s}.txt"
+        target/bench/direct_rs "$n" "$s" "$it" "$wu" > "$TMP/c_${n}_${s}.txt"
         "$RSCC" run --builtin ring --ranks "$n" --sizes "$s" --iters "$it" --warmup "$wu" \
             --check --json > "$TMP/ring_${n}_${s}.json"
         "$RSCC" run --topo "$TMP/shm$n.json" --op reduce-scatter --sizes "$s" \
@@ -69,32 +73,37 @@ def mpi(kind, n, s):
     return float(m[2]), m[3]
 rows = []
 print(f"Open MPI: {ompi_ver}; MPICH: {mpich_ver}; cores: {os.cpu_count()}")
-print("| N | size/rank | Open MPI (µs) | MPICH (µs) | rscc ring (µs) | rscc synth (µs) | synth pick | rscc best vs best MPI | B (GB/s) | ring %roof | synth %roof | check |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| N | size/rank | Open MPI (µs) | MPICH (µs) | C floor (µs) | rscc ring (µs) | rscc synth (µs) | synth pick | rscc best vs best MPI | rscc best vs C floor | B (GB/s) | C %roof | ring %roof | synth %roof | check |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in ranks:
     for s in sizes:
         N = int(n)
         ompi_us, ompi_ok = mpi("ompi", n, s)
         mpich_us, mpich_ok = mpi("mpich", n, s)
+        c_us, c_ok = mpi("c", n, s)
         ring = json.load(open(f"{tmp}/ring_{n}_{s}.json"))
         syn = json.load(open(f"{tmp}/synth_{n}_{s}.json"))
         rr, sr = ring["rows"][0], syn["rows"][0]
         S = rr["size_bytes"]
         best_mpi = min(ompi_us, mpich_us)
         best_rscc = min(rr["time_us"], sr["time_us"])
+        membw = syn["membw_gbps"]
+        c_roof = (N + 1) * S / (c_us * 1e-6) / (membw * 1e9) if membw else 0.0
         rec = dict(ranks=N, size_bytes=S,
                    openmpi_time_us=ompi_us, openmpi_check=ompi_ok,
                    mpich_time_us=mpich_us, mpich_check=mpich_ok,
+                   c_floor_time_us=c_us, c_floor_check=c_ok, c_floor_roof_frac=c_roof,
+                   synth_membw_gbps=membw, speedup_vs_c_floor=c_us / best_rscc,
                    ring_time_us=rr["time_us"], ring_correct=rr["correct"], ring_roof_frac=rr["membw_frac"],
                    ring_membw_gbps=ring["membw_gbps"],
                    synth_name=syn["name"], synth_time_us=sr["time_us"], synth_correct=sr["correct"],
                    synth_roof_frac=sr["membw_frac"], synth_size_bytes=sr["size_bytes"],
                    speedup_vs_best_mpi=best_mpi / best_rscc, workers=ring["threads"])
         rows.append(rec)
-        ok = all([ompi_ok == "ok", mpich_ok == "ok", rr["correct"], sr["correct"]])
-        print(f"| {N} | {human(S)} | {ompi_us:.1f} | {mpich_us:.1f} | {rr['time_us']:.1f} | {sr['time_us']:.1f} | "
-              f"{syn['name']} | {rec['speedup_vs_best_mpi']:.2f}× | {ring['membw_gbps']:.1f} | "
-              f"{100*rr['membw_frac']:.0f}% | {100*sr['membw_frac']:.0f}% | {'ok' if ok else 'WRONG'} |")
+        ok = all([ompi_ok == "ok", mpich_ok == "ok", c_ok == "ok", rr["correct"], sr["correct"]])
+        print(f"| {N} | {human(S)} | {ompi_us:.1f} | {mpich_us:.1f} | {c_us:.1f} | {rr['time_us']:.1f} | {sr['time_us']:.1f} | "
+              f"{syn['name']} | {rec['speedup_vs_best_mpi']:.2f}× | {rec['speedup_vs_c_floor']:.2f}× | {membw:.1f} | "
+              f"{100*c_roof:.0f}% | {100*rr['membw_frac']:.0f}% | {100*sr['membw_frac']:.0f}% | {'ok' if ok else 'WRONG'} |")
 json.dump(dict(openmpi=ompi_ver, mpich=mpich_ver, cores=os.cpu_count(), rows=rows), open(out, "w"), indent=2)
 print(f"\nwrote {out}")
 PY

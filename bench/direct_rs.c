@@ -1,0 +1,130 @@
+/* The hand-written floor for the CPU executor: a float32 sum
+ * reduce-scatter of N ranks' buffers held in one process, written for
+ * the minimum memory traffic (read every input once, write every output
+ * once) and nothing else. One thread per 256 KiB of that traffic, up to
+ * the cores (the executor's own rule); the (owner, tile) pairs are split
+ * evenly over the threads, and each tile of an owner's output is the sum
+ * of the N inputs' tiles, accumulated while it sits in the core's cache.
+ * Timed like nccl-tests: mean per call after warmup, the threads
+ * released together by a spinning barrier (yielding after a while) for each call.
+ *
+ * usage: direct_rs RANKS BYTES_PER_RANK ITERS WARMUP
+ * prints: ranks bytes time_us ok|WRONG */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TILE_ELEMS (65536L) /* 256 KiB of float32 */
+
+static int nranks, nthreads, calls;
+static long shard;
+static float **in, **out;
+static atomic_int arrived, phase;
+
+/* Sense-reversing spin barrier for nthreads + 1 parties (a futex wake
+ * per call would cost more than a small call itself). */
+static void barrier(int *sense) {
+    *sense = !*sense;
+    if (atomic_fetch_add(&arrived, 1) == nthreads) {
+        atomic_store(&arrived, 0);
+        atomic_store(&phase, *sense);
+    } else {
+        for (long spins = 0; atomic_load(&phase) != *sense; spins++)
+            if (spins > 4096) sched_yield();
+    }
+}
+
+static void reduce_range(long lo, long hi) {
+    long tiles = (shard + TILE_ELEMS - 1) / TILE_ELEMS;
+    for (long w = lo; w < hi; w++) {
+        long owner = w / tiles, b = (w % tiles) * TILE_ELEMS;
+        long e = b + TILE_ELEMS < shard ? b + TILE_ELEMS : shard;
+        float *o = out[owner];
+        const float *x = in[0] + owner * shard, *y = in[1] + owner * shard;
+        for (long i = b; i < e; i++) o[i] = x[i] + y[i];
+        for (int r = 2; r < nranks; r++) {
+            const float *z = in[r] + owner * shard;
+            for (long i = b; i < e; i++) o[i] += z[i];
+        }
+    }
+}
+
+static void *worker(void *arg) {
+    long t = (long)arg;
+    long work = nranks * ((shard + TILE_ELEMS - 1) / TILE_ELEMS);
+    int sense = 0;
+    for (int c = 0; c < calls; c++) {
+        barrier(&sense);
+        reduce_range(work * t / (nthreads + 1), work * (t + 1) / (nthreads + 1));
+        barrier(&sense);
+    }
+    return NULL;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: %s RANKS BYTES ITERS WARMUP\n", argv[0]);
+        return 2;
+    }
+    nranks = atoi(argv[1]);
+    long bytes = atol(argv[2]);
+    int iters = atoi(argv[3]), warmup = atoi(argv[4]);
+    if (nranks < 2 || iters < 1 || warmup < 0) {
+        fprintf(stderr, "%s: need RANKS >= 2, ITERS >= 1, WARMUP >= 0\n", argv[0]);
+        return 2;
+    }
+    shard = bytes / 4 / nranks;
+    if (shard < 1) shard = 1;
+    long elems = shard * nranks;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long by_traffic = (nranks + 1) * elems * 4 / (256L << 10);
+    if (cores < 1) cores = 1;
+    /* Helper threads beside the main one, which takes the last share. */
+    nthreads = (int)((by_traffic < cores ? by_traffic : cores) - 1);
+    if (nthreads < 0) nthreads = 0;
+    calls = warmup + iters;
+    in = malloc(nranks * sizeof(float *));
+    out = malloc(nranks * sizeof(float *));
+    for (int r = 0; r < nranks; r++) {
+        in[r] = malloc(elems * sizeof(float));
+        out[r] = malloc(shard * sizeof(float));
+        if (!in[r] || !out[r]) return 3;
+        for (long i = 0; i < elems; i++) in[r][i] = (float)((i + r) % 4);
+        memset(out[r], 0, shard * sizeof(float));
+    }
+    pthread_t *th = malloc((nthreads + 1) * sizeof(pthread_t));
+    for (long t = 0; t < nthreads; t++) pthread_create(&th[t], NULL, worker, (void *)t);
+    long work = nranks * ((shard + TILE_ELEMS - 1) / TILE_ELEMS);
+    double t0 = 0;
+    int sense = 0;
+    for (int c = 0; c < calls; c++) {
+        if (c == warmup) t0 = now();
+        if (nthreads) barrier(&sense);
+        reduce_range(work * nthreads / (nthreads + 1), work);
+        if (nthreads) barrier(&sense);
+    }
+    double t = (now() - t0) / iters;
+    for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+    /* Every owner's first and last element: sum over ranks of (idx + r) % 4. */
+    int bad = 0;
+    for (int j = 0; j < nranks; j++)
+        for (long k = 0; k < 2; k++) {
+            long idx = j * shard + (k ? shard - 1 : 0);
+            double want = 0;
+            for (int r = 0; r < nranks; r++) want += (double)((idx + r) % 4);
+            bad |= out[j][k ? shard - 1 : 0] != (float)want;
+        }
+    printf("%d %ld %.1f %s\n", nranks, elems * 4, t * 1e6, bad ? "WRONG" : "ok");
+    return 0;
+}
