@@ -104,10 +104,9 @@ pub struct RunArgs {
 /// Candidates `rscc run --topo` times on the CPU before it runs one: the
 /// cost model's best few by total time over the sizes.
 const TUNE_CANDIDATES: usize = 3;
-/// Time each tuning probe spends per size, by the model's estimate (µs).
-const TUNE_PROBE_US: f64 = 5_000.0;
-/// Most timed calls of one tuning probe.
-const TUNE_MAX_CALLS: u64 = 20;
+/// Most time one tuning probe spends per size, by the model's estimate
+/// (µs).
+const TUNE_PROBE_US: f64 = 50_000.0;
 
 fn load(args: &RunArgs, ropts: &RunOptions) -> Result<Program, CliError> {
     if let Some(t) = &args.topo {
@@ -199,14 +198,18 @@ fn load(args: &RunArgs, ropts: &RunOptions) -> Result<Program, CliError> {
 
 /// The candidate of `sel` that runs fastest here: the cost model's best
 /// [`TUNE_CANDIDATES`] by total time over the sizes (the model's pick
-/// first), each timed per size for about [`TUNE_PROBE_US`] (the model's
-/// estimate says how many calls that is, 1 to [`TUNE_MAX_CALLS`]) after
-/// one warm-up call; the least total of the mean times wins. The model
-/// does not see caches or how the workers share the cores
-/// (docs/cost-model.md §4.4), so where its best few are close the machine
-/// decides; one call per size decides by noise where calls take less than
-/// a millisecond. A candidate that fails to run is passed over; if none
-/// runs, the model's pick stands (the real run reports why).
+/// first), each timed per size as the run itself will be — the mean of
+/// `--iters` calls after one warm-up call — but for at most about
+/// [`TUNE_PROBE_US`] by the model's estimate (at least one call); the
+/// least total of the mean times wins. The model does not see caches or
+/// how the workers share the cores (docs/cost-model.md §4.4), so where its
+/// best few are close the machine decides. The mean of back-to-back calls
+/// falls with their count (ranks run ahead into the next call, as GPUs do
+/// on their streams: the 16-rank direct exchange at 1 MiB takes about 800
+/// µs per call over 4 calls and 400 over 50), so a probe of fewer calls
+/// than the run ranks schedules by another measure; one call decided by
+/// noise. A candidate that fails to run is passed over; if none runs, the
+/// model's pick stands (the real run reports why).
 fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
     let total = |c: usize| -> f64 { sel.times_us[c].iter().sum() };
     let mut order: Vec<usize> = (0..sel.candidates.len())
@@ -231,7 +234,7 @@ fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
             let est = sel.times_us[c].get(i).copied().unwrap_or(f64::INFINITY);
             let probe = RunOptions {
                 sizes: vec![size],
-                iters: probe_calls(est),
+                iters: probe_calls(est, ropts.iters),
                 warmup: 1,
                 check: false,
                 membw_bytes: 0,
@@ -252,21 +255,24 @@ fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
     }
     let w = best.map_or(sel.overall, |(_, c)| c);
     eprintln!(
-        "tuned on this machine (mean of up to {TUNE_MAX_CALLS} calls per size after a warm-up; --no-tune runs the cost model's pick, {}): {}",
+        "tuned on this machine (per size the mean of --iters calls, or of about {} ms of them, after a warm-up; --no-tune runs the cost model's pick, {}): {}",
+        TUNE_PROBE_US / 1e3,
         sel.candidates[sel.overall].algorithm.name,
         said.join(", ")
     );
     w
 }
 
-/// Timed calls of one probe: about [`TUNE_PROBE_US`] by the model's
-/// estimate `est_us` of one call, 1 to [`TUNE_MAX_CALLS`].
-fn probe_calls(est_us: f64) -> u64 {
-    if est_us.is_finite() && est_us > 0.0 {
-        ((TUNE_PROBE_US / est_us).ceil() as u64).clamp(1, TUNE_MAX_CALLS)
+/// Timed calls of one probe: the run's `iters`, but no more than fit in
+/// [`TUNE_PROBE_US`] by the model's estimate `est_us` of one call, and at
+/// least one.
+fn probe_calls(est_us: f64, iters: u64) -> u64 {
+    let fit = if est_us.is_finite() && est_us > 0.0 {
+        (TUNE_PROBE_US / est_us).floor() as u64
     } else {
         1
-    }
+    };
+    fit.min(iters).max(1)
 }
 
 /// The executor's options from the command line.
@@ -475,14 +481,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn probes_spend_about_their_time_within_the_call_limits() {
-        assert_eq!(probe_calls(TUNE_PROBE_US), 1);
-        assert_eq!(probe_calls(TUNE_PROBE_US * 10.0), 1);
-        assert_eq!(probe_calls(TUNE_PROBE_US / 4.0), 4);
-        assert_eq!(probe_calls(TUNE_PROBE_US / 4.5), 5);
-        assert_eq!(probe_calls(1.0), TUNE_MAX_CALLS);
-        assert_eq!(probe_calls(0.0), 1);
-        assert_eq!(probe_calls(f64::INFINITY), 1);
-        assert_eq!(probe_calls(f64::NAN), 1);
+    fn probes_make_the_runs_calls_within_their_time() {
+        assert_eq!(probe_calls(TUNE_PROBE_US, 20), 1);
+        assert_eq!(probe_calls(TUNE_PROBE_US * 10.0, 20), 1);
+        assert_eq!(probe_calls(TUNE_PROBE_US / 4.0, 20), 4);
+        assert_eq!(probe_calls(TUNE_PROBE_US / 4.5, 20), 4);
+        assert_eq!(probe_calls(1.0, 20), 20);
+        assert_eq!(probe_calls(1.0, 50), 50);
+        assert_eq!(probe_calls(1.0, 0), 1);
+        assert_eq!(probe_calls(0.0, 20), 1);
+        assert_eq!(probe_calls(f64::INFINITY, 20), 1);
+        assert_eq!(probe_calls(f64::NAN, 20), 1);
     }
 }
