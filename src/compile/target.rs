@@ -34,6 +34,8 @@ pub struct Target<'t> {
     /// Every allreduce candidate's halves as they are made, whether or not
     /// the allreduce fits ([`Target::made_halves`]).
     made: Arc<Mutex<MadeHalves>>,
+    /// The runtime reduces in local passes of its own (no fused steps).
+    local_passes: bool,
 }
 
 /// Allgather halves of allreduces on a machine whose links differ by
@@ -91,6 +93,7 @@ impl<'t> Target<'t> {
             synth_topo,
             halves,
             made: Arc::default(),
+            local_passes: !opts.lower.runtime.fused_steps(),
         }
     }
 
@@ -111,7 +114,9 @@ impl<'t> Target<'t> {
 
     /// The synthesizers' request.
     pub fn context(&self, opts: &SynthOptions) -> Result<Context<'_>, SynthError> {
-        Context::new(&self.synth_topo, opts)
+        let mut ctx = Context::new(&self.synth_topo, opts)?;
+        ctx.local_passes = self.local_passes;
+        Ok(ctx)
     }
 
     /// `cands` (reduce-scatters of `algo`) made into the op. An allreduce

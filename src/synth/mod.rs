@@ -254,6 +254,10 @@ pub const MAX_TIME_LIMIT_S: f64 = 1e9;
 pub struct Context<'t> {
     pub topo: &'t Topology,
     pub opts: SynthOptions,
+    /// The runtime reduces in local passes of its own, after a message has
+    /// arrived (RCCL: receive, then `re`), not on the fly: forms that only
+    /// overlap those passes with the wire are offered where this holds.
+    pub local_passes: bool,
     shared: RefCell<HashMap<TypeId, Rc<dyn Any>>>,
 }
 
@@ -264,6 +268,7 @@ impl<'t> Context<'t> {
         Ok(Context {
             topo,
             opts: opts.clone(),
+            local_passes: false,
             shared: RefCell::new(HashMap::new()),
         })
     }
