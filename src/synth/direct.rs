@@ -78,29 +78,7 @@ const PIPELINED_BUDGET: usize = 512;
 const PEERS_PER_CHANNEL: usize = 31;
 
 pub fn direct_algorithm(spec: Spec) -> Algorithm {
-    let n = spec.ranks;
-    let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
-    for o in 0..n {
-        for j in 0..spec.chunks() {
-            let chunk = o * spec.chunks() + j;
-            for s in (0..n).filter(|&s| s != o) {
-                let step = (o + n - s - 1) % n;
-                transfers.push(Transfer {
-                    step,
-                    chunk,
-                    src: s,
-                    dst: o,
-                    channel: step / PEERS_PER_CHANNEL,
-                });
-            }
-        }
-    }
-    Algorithm {
-        name: "direct".into(),
-        spec,
-        transfers,
-        bcast: Vec::new(),
-    }
+    build(spec, false)
 }
 
 /// The direct schedule with each of a shard's chunks a message of its own:
@@ -112,6 +90,12 @@ pub fn direct_algorithm(spec: Spec) -> Algorithm {
 /// (RCCL: receive, then a local `re` pass) reduces it only after it has
 /// all arrived. Named `direct-pipelined`.
 pub fn direct_pipelined(spec: Spec) -> Algorithm {
+    build(spec, true)
+}
+
+/// Sender s sends owner o's chunks at step (o − s − 1) mod N, all in one
+/// message per pair, or `pipelined` chunk j at step j·N + that.
+fn build(spec: Spec, pipelined: bool) -> Algorithm {
     let n = spec.ranks;
     let k = spec.chunks();
     let mut transfers = Vec::with_capacity(spec.total_chunks() * n.saturating_sub(1));
@@ -120,7 +104,7 @@ pub fn direct_pipelined(spec: Spec) -> Algorithm {
             for s in (0..n).filter(|&s| s != o) {
                 let base = (o + n - s - 1) % n;
                 transfers.push(Transfer {
-                    step: j * n + base,
+                    step: if pipelined { j * n + base } else { base },
                     chunk: o * k + j,
                     src: s,
                     dst: o,
@@ -130,7 +114,12 @@ pub fn direct_pipelined(spec: Spec) -> Algorithm {
         }
     }
     Algorithm {
-        name: "direct-pipelined".into(),
+        name: if pipelined {
+            "direct-pipelined"
+        } else {
+            "direct"
+        }
+        .into(),
         spec,
         transfers,
         bcast: Vec::new(),
