@@ -269,6 +269,9 @@ fn candidates(
         // Without fused steps, every schedule also without send
         // threadblocks: the split overlaps a hop's local pass with its
         // send, but its extra waits can cost more than that gains.
+        // And each with its channels staggered (lower::stagger): one
+        // channel's local passes overlapping another's transfers, where
+        // several channels carry the same connections.
         if !opts.lower.runtime.fused_steps() {
             let o = CompileOptions {
                 lower: crate::lower::LowerOptions {
@@ -281,7 +284,24 @@ fn candidates(
                 .iter()
                 .filter_map(|c| refit(&t, c, vec![crate::synth::ready(c.algorithm.clone())], &o))
                 .collect();
+            let o = CompileOptions {
+                lower: crate::lower::LowerOptions {
+                    stagger: true,
+                    ..opts.lower.clone()
+                },
+                ..opts.clone()
+            };
+            let staggered: Vec<Compiled> = found
+                .iter()
+                .filter_map(|c| {
+                    let mut x = c.algorithm.clone();
+                    x.name += "-staggered";
+                    refit(&t, c, vec![crate::synth::ready(x)], &o)
+                        .filter(|s| s.program != c.program)
+                })
+                .collect();
             found.extend(plain);
+            found.extend(staggered);
         }
         // An allgather or allreduce also with its broadcast block by block
         // where its broadcast runs merge blocks, and an allreduce's also

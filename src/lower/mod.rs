@@ -63,6 +63,7 @@
 mod chains;
 mod reduced;
 mod runs;
+mod stagger;
 mod steps;
 mod threadblocks;
 
@@ -107,6 +108,11 @@ pub struct LowerOptions {
     /// reduces and forwards a send threadblock of its own where `max_tbs`
     /// allows (`reduced`). `auto` scores RCCL candidates both ways.
     pub send_tbs: bool,
+    /// For a runtime without fused steps: start each channel one step
+    /// after the channel below on the same connections, so that one
+    /// channel's local passes overlap another's transfers (`stagger`).
+    /// `auto` scores RCCL candidates both ways.
+    pub stagger: bool,
     /// Allgather and an allreduce's broadcast: a rank sends a chunk to
     /// its children that forward it
     /// (inner nodes of the chunk's broadcast tree) one after another, in
@@ -141,6 +147,7 @@ impl Default for LowerOptions {
             bcast_edges: false,
             max_tbs: usize::MAX,
             send_tbs: true,
+            stagger: false,
             relays_in_turn: false,
             host_ranks: 0,
         }
@@ -438,6 +445,9 @@ fn lower_grouped(
             0
         };
         reduced::rewrite(&mut prog, tbs);
+        if opts.stagger {
+            stagger::stagger(&mut prog);
+        }
     }
     Ok(prog)
 }
