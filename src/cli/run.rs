@@ -205,10 +205,10 @@ fn load(args: &RunArgs, ropts: &RunOptions) -> Result<Program, CliError> {
 /// how the workers share the cores (docs/cost-model.md §4.4), so where its
 /// best few are close the machine decides. The mean of back-to-back calls
 /// falls with their count (ranks run ahead into the next call, as GPUs do
-/// on their streams: the 16-rank direct exchange at 1 MiB takes about 800
-/// µs per call over 4 calls and 400 over 50), so a probe of fewer calls
-/// than the run ranks schedules by another measure; one call decided by
-/// noise. A candidate that fails to run is passed over; if none runs, the
+/// on their streams: the 16-rank direct exchange at 1 MiB takes 1009 µs
+/// per call over 5 calls and 538 over 50, docs/executor.md), so a probe
+/// of fewer calls than the run ranks schedules by another measure; one
+/// call decided by noise. A candidate that fails to run is passed over; if none runs, the
 /// model's pick stands (the real run reports why).
 fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
     let total = |c: usize| -> f64 { sel.times_us[c].iter().sum() };
@@ -230,8 +230,14 @@ fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
     'cand: for &c in &order {
         let name = &sel.candidates[c].algorithm.name;
         let mut t = 0.0;
-        for (i, &size) in ropts.sizes.iter().enumerate() {
-            let est = sel.times_us[c].get(i).copied().unwrap_or(f64::INFINITY);
+        for &size in &ropts.sizes {
+            // The selection's sizes are sorted; the request's need not be.
+            let est = sel
+                .sizes
+                .iter()
+                .position(|&s| s == size)
+                .and_then(|i| sel.times_us[c].get(i).copied())
+                .unwrap_or(f64::INFINITY);
             let probe = RunOptions {
                 sizes: vec![size],
                 iters: probe_calls(est, ropts.iters),
