@@ -273,31 +273,21 @@ fn candidates(
         // channel's local passes overlapping another's transfers, where
         // several channels carry the same connections.
         if !opts.lower.runtime.fused_steps() {
-            let o = CompileOptions {
-                lower: crate::lower::LowerOptions {
-                    send_tbs: false,
-                    ..opts.lower.clone()
-                },
-                ..opts.clone()
-            };
+            let o = with_lowering(opts, |l| l.send_tbs = false);
             let plain: Vec<Compiled> = found
                 .iter()
                 .filter_map(|c| refit(&t, c, vec![crate::synth::ready(c.algorithm.clone())], &o))
                 .collect();
-            let o = CompileOptions {
-                lower: crate::lower::LowerOptions {
-                    stagger: true,
-                    ..opts.lower.clone()
-                },
-                ..opts.clone()
-            };
+            // Only where the stagger adds a wait to the program as it is
+            // (most candidates have one channel per connection).
+            let o = with_lowering(opts, |l| l.stagger = true);
             let staggered: Vec<Compiled> = found
                 .iter()
+                .filter(|c| crate::lower::stagger(&mut c.program.clone()) > 0)
                 .filter_map(|c| {
                     let mut x = c.algorithm.clone();
                     x.name += "-staggered";
                     refit(&t, c, vec![crate::synth::ready(x)], &o)
-                        .filter(|s| s.program != c.program)
                 })
                 .collect();
             found.extend(plain);
@@ -362,13 +352,7 @@ fn candidates(
         // NIC): it wins there at medium and large sizes, and loses α
         // rounds elsewhere.
         if opts.op != Collective::ReduceScatter && !opts.lower.relays_in_turn {
-            let o = CompileOptions {
-                lower: crate::lower::LowerOptions {
-                    relays_in_turn: true,
-                    ..opts.lower.clone()
-                },
-                ..opts.clone()
-            };
+            let o = with_lowering(opts, |l| l.relays_in_turn = true);
             let turns: Vec<Compiled> = found[..forms]
                 .iter()
                 .filter(|c| relays_abroad(&c.algorithm, t.topo))
@@ -400,6 +384,17 @@ fn candidates(
         }
     }
     Ok((candidates, skipped, t.made_halves()))
+}
+
+/// `opts` with its lowering options changed by `f`: the request for a
+/// derived form of the same candidates.
+fn with_lowering(
+    opts: &CompileOptions,
+    f: impl FnOnce(&mut crate::lower::LowerOptions),
+) -> CompileOptions {
+    let mut o = opts.clone();
+    f(&mut o.lower);
+    o
 }
 
 /// The first fit of `cands`, forms derived from candidate `c` (folded,

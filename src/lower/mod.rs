@@ -64,6 +64,8 @@ mod chains;
 mod reduced;
 mod runs;
 mod stagger;
+
+pub use stagger::stagger;
 mod steps;
 mod threadblocks;
 
