@@ -196,7 +196,13 @@ struct Engine<'a> {
     opts: &'a SimOptions,
     tbs: Vec<Tb>,
     conns: Vec<Conn>,
+    /// Flow slots, active or free: a finished flow's slot is reused
+    /// (`free_flows`), so these and the per-flow scratch stay as large as
+    /// the most flows ever active at once.
     flows: Vec<Flow>,
+    free_flows: Vec<usize>,
+    /// Flows started so far.
+    flows_started: u64,
     links: Vec<LinkState>,
     link_bytes: Vec<f64>,
     heap: BinaryHeap<Event>,
@@ -490,6 +496,8 @@ pub fn simulate(
         tbs,
         conns,
         flows: Vec::new(),
+        free_flows: Vec::new(),
+        flows_started: 0,
         links,
         link_bytes: vec![0.0; nl],
         heap: BinaryHeap::new(),
@@ -520,7 +528,7 @@ pub fn simulate(
     };
     eng.run()?;
     let (mut rank_end, mut link_bytes) = (eng.rank_end, eng.link_bytes);
-    let (mut steps_executed, mut flows) = (eng.steps_executed, eng.flows.len() as u64);
+    let (mut steps_executed, mut flows) = (eng.steps_executed, eng.flows_started);
     if let Some(f) = &fold {
         // Every image ends when its representative does; a link carries
         // what its orbit's representative was charged (each crossing
@@ -842,8 +850,7 @@ impl Engine<'_> {
     /// (message `seq` of it; a local pass's own memory connection), which
     /// joins its links after `delay` µs (the route's α).
     fn start_flow(&mut self, c: usize, seq: u64, tb: usize, bytes: f64, delay: f64) {
-        let f = self.flows.len();
-        self.flows.push(Flow {
+        let flow = Flow {
             conn: c,
             seq,
             tb,
@@ -851,9 +858,20 @@ impl Engine<'_> {
             remaining: bytes,
             rate: 0.0,
             last: self.now,
-        });
-        self.flow_stamp.push(0);
-        self.new_rate.push(0.0);
+        };
+        self.flows_started += 1;
+        let f = match self.free_flows.pop() {
+            Some(f) => {
+                self.flows[f] = flow;
+                f
+            }
+            None => {
+                self.flows.push(flow);
+                self.flow_stamp.push(0);
+                self.new_rate.push(0.0);
+                self.flows.len() - 1
+            }
+        };
         self.tbs[tb].running = true;
         self.push(self.now + delay, Ev::Activate(f));
     }
@@ -948,6 +966,8 @@ impl Engine<'_> {
             let l = self.conns[c].all_links[i];
             self.link_bytes[l] += bytes;
         }
+        // The flow is over: nothing refers to its slot any more.
+        self.free_flows.push(f);
         if c >= self.mem_conn {
             // A local pass: nothing is delivered.
             self.complete(tb);
