@@ -532,7 +532,7 @@ fn routed_cut_bound_is_below_every_candidate_on_real_dumps() {
             rscc::front::load_topology(&std::path::Path::new("tests/data/real").join(f)).unwrap();
         let b = bound::bandwidth_bound(&topo, RS).unwrap();
         let lat = bound::latency_terms_for(&topo, &b).unwrap();
-        let sel = rscc::compile::auto(
+        let mut sel = rscc::compile::auto(
             &topo,
             &Default::default(),
             &sizes,
@@ -540,6 +540,8 @@ fn routed_cut_bound_is_below_every_candidate_on_real_dumps() {
             None,
         )
         .unwrap();
+        // Every candidate simulated at every size, not only where it can win.
+        sel.complete(&topo).unwrap();
         for (c, times) in sel.candidates.iter().zip(&sel.times_us) {
             for (&s, &t) in sizes.iter().zip(times) {
                 let lb = lat.bound_us(&b, s);

@@ -211,6 +211,9 @@ fn load(args: &RunArgs, ropts: &RunOptions) -> Result<Program, CliError> {
 /// call decided by noise. A candidate that fails to run is passed over; if none runs, the
 /// model's pick stands (the real run reports why).
 fn tune(sel: &crate::compile::Selection, ropts: &RunOptions) -> usize {
+    // The CPU model scores every cell (`Selection::pruned`), so these are
+    // all simulated times.
+    debug_assert!(sel.pruned.iter().flatten().all(|&p| !p));
     let total = |c: usize| -> f64 { sel.times_us[c].iter().sum() };
     let mut order: Vec<usize> = (0..sel.candidates.len())
         .filter(|&c| sel.candidates[c].max_size.is_none())

@@ -202,7 +202,7 @@ pub fn run(a: SynthArgs) -> CliResult {
     // falls through to it). RCCL reads the directory unsorted: there a
     // count both serve runs either (both are correct), and every other
     // count still gets rscc's schedule instead of plain RCCL.
-    let one = match &selection {
+    let mut one = match &selection {
         Some(sel)
             if to_dir
                 && opts.lower.runtime != Runtime::Legacy
@@ -228,7 +228,14 @@ pub fn run(a: SynthArgs) -> CliResult {
     let files = match (&selection, to_dir) {
         (Some(sel), true) => {
             let dir = a.output.as_deref().unwrap_or(Path::new("."));
-            let (files, written) = write_bands(sel, one.as_ref(), dir, &mut notes)?;
+            let one = match one.as_mut() {
+                Some(o) => {
+                    let ft = sel.fall_through_files(o, &topo).map_err(fail)?;
+                    Some((&*o, ft))
+                }
+                None => None,
+            };
+            let (files, written) = write_bands(sel, one, dir, &mut notes)?;
             let rt = opts.lower.runtime;
             if rt != Runtime::Legacy {
                 notes.extend(super::verify_dir::after_writing(dir, rt, &written));
@@ -413,7 +420,7 @@ type Written = Vec<(String, Program)>;
 /// program's header.
 fn write_bands(
     sel: &Selection,
-    one: Option<&Selection>,
+    one: Option<(&Selection, compile::FallThrough)>,
     dir: &Path,
     notes: &mut Vec<String>,
 ) -> Result<(Vec<FileOut>, Written), CliError> {
@@ -428,8 +435,7 @@ fn write_bands(
             (f, c)
         })
         .collect();
-    if let Some(one) = one {
-        let ft = sel.fall_through_files(one);
+    if let Some((one, ft)) = one {
         for (f, c) in ft.files {
             files.push((f, &one.candidates[c]));
         }

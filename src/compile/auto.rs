@@ -29,8 +29,16 @@ pub struct Selection {
     pub sizes: Vec<u64>,
     /// Every candidate that compiled (the ring first).
     pub candidates: Vec<Compiled>,
-    /// `times_us[c][s]`: simulated time of candidate c at size s.
+    /// `times_us[c][s]`: simulated time of candidate c at size s, or
+    /// where `pruned[c][s]`, a lower bound of it.
     pub times_us: Vec<Vec<f64>>,
+    /// `pruned[c][s]`: candidate c was not simulated at size s, since its
+    /// link-load bound there is above another candidate's simulated time
+    /// (`times_us` holds the bound). No size's winner is pruned, nor
+    /// `overall` anywhere, nor the best schedule that serves every size at
+    /// the largest size; [`Selection::fall_through_files`] simulates what
+    /// it compares, and [`Selection::complete`] every pruned cell.
+    pub pruned: Vec<Vec<bool>>,
     /// The simulator's options the times were computed with.
     pub simopts: SimOptions,
     /// Best candidate per size.
@@ -90,7 +98,10 @@ pub fn auto_after(
     sorted.dedup();
     // Times `prior` has for the same sizes and simulator options.
     let known = prior.filter(|p| p.sizes == sorted && p.simopts == *simopts);
-    let mut times_us = score(topo, &candidates, &sorted, None, simopts, progress, known)?;
+    let Scores {
+        mut times_us,
+        mut pruned,
+    } = score(topo, &candidates, &sorted, None, simopts, progress, known)?;
     let mut half_times = Vec::new();
     if opts.op == Collective::AllReduce {
         // Each pair is scored at the sizes it was the first fitting pair for.
@@ -107,17 +118,23 @@ pub fn auto_after(
         )
         .into_iter()
         .unzip();
-        times_us.extend(score(
-            topo,
-            &extra,
-            &sorted,
-            Some(&at),
-            simopts,
-            progress,
-            known,
-        )?);
+        let more = score(topo, &extra, &sorted, Some(&at), simopts, progress, known)?;
+        times_us.extend(more.times_us);
+        pruned.extend(more.pruned);
         candidates.extend(extra);
     }
+    // Above a size-limited winner's limit the band goes to the best
+    // schedule that serves every size at the largest size (`choose`).
+    exact_best(
+        topo,
+        &candidates,
+        &sorted,
+        simopts,
+        &mut times_us,
+        &mut pruned,
+        sorted.len() - 1,
+        |c| candidates[c].max_size.is_none(),
+    )?;
     let (winners, bands) = choose(&candidates, &sorted, &times_us);
     // One schedule for every size: the least total time over the scored
     // sizes, i.e. the least expected time when each scored size is equally
@@ -132,17 +149,33 @@ pub fn auto_after(
     // the 236 reduce-scatter calls of `rscc verify DIR/`'s sweep, where
     // the direct schedule serves all) would send most calls to the
     // runtime's own algorithms.
-    let overall = (0..candidates.len())
-        .filter(|&c| candidates[c].max_size.is_none() && !candidates[c].band_only)
-        .min_by(|&a, &b| {
-            let total = |c: usize| -> f64 { times_us[c].iter().sum() };
-            total(a).total_cmp(&total(b)).then(a.cmp(&b))
-        })
-        .unwrap_or(0);
+    // Pruned cells hold lower bounds, so the least total is certain once
+    // the candidate with it has none.
+    let overall = loop {
+        let overall = (0..candidates.len())
+            .filter(|&c| candidates[c].max_size.is_none() && !candidates[c].band_only)
+            .min_by(|&a, &b| {
+                let total = |c: usize| -> f64 { times_us[c].iter().sum() };
+                total(a).total_cmp(&total(b)).then(a.cmp(&b))
+            })
+            .unwrap_or(0);
+        if !simulate_pruned(
+            topo,
+            &candidates,
+            &sorted,
+            simopts,
+            &mut times_us,
+            &mut pruned,
+            |c| c == overall,
+        )? {
+            break overall;
+        }
+    };
     Ok(Selection {
         sizes: sorted,
         candidates,
         times_us,
+        pruned,
         simopts: simopts.clone(),
         winners,
         bands,
@@ -150,6 +183,77 @@ pub fn auto_after(
         skipped,
         half_times,
     })
+}
+
+/// The ring that stands for the runtime's own algorithm: every report
+/// compares with it, and a fall-through file must not be slower.
+fn is_ring(c: &Compiled) -> bool {
+    c.algo == Algo::Ring && !c.algorithm.spec.is_fused() && c.max_size.is_none()
+}
+
+/// The candidate among `among` with the least time at size `si`, each
+/// pruned cell on the way simulated (its bound is below its time, so the
+/// least is certain once its cell is simulated).
+#[allow(clippy::too_many_arguments)]
+fn exact_best(
+    topo: &Topology,
+    candidates: &[Compiled],
+    sorted: &[u64],
+    simopts: &SimOptions,
+    times_us: &mut [Vec<f64>],
+    pruned: &mut [Vec<bool>],
+    si: usize,
+    among: impl Fn(usize) -> bool,
+) -> Result<Option<usize>, CompileError> {
+    loop {
+        let best = (0..candidates.len())
+            .filter(|&c| among(c))
+            .min_by(|&a, &b| times_us[a][si].total_cmp(&times_us[b][si]).then(a.cmp(&b)));
+        match best {
+            Some(c) if pruned[c][si] => {
+                let r = sim::simulate(&candidates[c].program, topo, sorted[si], simopts).map_err(
+                    |e| {
+                        CompileError::Internal(format!(
+                            "simulating {}: {e}",
+                            candidates[c].algo.name()
+                        ))
+                    },
+                )?;
+                times_us[c][si] = r.time_us;
+                pruned[c][si] = false;
+            }
+            b => return Ok(b),
+        }
+    }
+}
+
+/// Simulates the pruned cells of the candidates `which` picks, in place;
+/// whether there were any.
+fn simulate_pruned(
+    topo: &Topology,
+    candidates: &[Compiled],
+    sorted: &[u64],
+    simopts: &SimOptions,
+    times_us: &mut [Vec<f64>],
+    pruned: &mut [Vec<bool>],
+    which: impl Fn(usize) -> bool,
+) -> Result<bool, CompileError> {
+    let cells: Vec<(usize, usize)> = (0..candidates.len())
+        .filter(|&c| which(c))
+        .flat_map(|c| (0..sorted.len()).map(move |s| (c, s)))
+        .filter(|&(c, s)| pruned[c][s])
+        .collect();
+    let runs = crate::par::map(&cells, |&(c, s)| {
+        sim::simulate(&candidates[c].program, topo, sorted[s], simopts)
+    });
+    for (&(c, s), r) in cells.iter().zip(runs) {
+        let r = r.map_err(|e| {
+            CompileError::Internal(format!("simulating {}: {e}", candidates[c].algo.name()))
+        })?;
+        times_us[c][s] = r.time_us;
+        pruned[c][s] = false;
+    }
+    Ok(!cells.is_empty())
 }
 
 /// Every registered synthesizer `auto` scores, compiled: its schedule,
@@ -702,11 +806,32 @@ fn pair(
     made
 }
 
+/// Simulated times of candidates per size, with the cells left out by
+/// their lower bound ([`Selection::pruned`]).
+struct Scores {
+    times_us: Vec<Vec<f64>>,
+    pruned: Vec<Vec<bool>>,
+}
+
 /// `times_us[c][s]`: simulated time of candidate c at size `sorted[s]`
 /// (∞ at and above a size-limited candidate's limit, and at the sizes
 /// `only[c]` leaves out); taken from `known` (scored at `sorted` with the
-/// same simulator options) where it has the same schedule's finite time.
-#[allow(clippy::too_many_arguments)]
+/// same simulator options) where it has the same schedule's finite,
+/// simulated time.
+///
+/// Sizes are scored in ascending order, and a candidate is simulated at a
+/// size only where it can win there. Its link-load bound — the most bytes
+/// one of its links carries, at that link's capacity — grows linearly
+/// with the size (a chunk is S / nchunksperloop bytes) and is below its
+/// simulated time (no link carries more than its capacity: `sim`'s flows
+/// are max-min fair), so once some candidate's time at a size is known,
+/// every candidate whose bound is above it is slower there. Per size, the
+/// two best candidates of the size before and the ring run first; a
+/// candidate whose bound is then above the best time at the size is left
+/// out, its cell holding the bound ([`Selection::pruned`]). The bound
+/// comes from the candidate's first simulation, at the smallest size,
+/// where it is cheap. Models whose link bytes are not the schedule's bytes
+/// (the CPU model's shared-memory costs) or that trace score every cell.
 fn score(
     topo: &Topology,
     candidates: &[Compiled],
@@ -715,7 +840,7 @@ fn score(
     simopts: &SimOptions,
     progress: Option<Progress>,
     known: Option<&Selection>,
-) -> Result<Vec<Vec<f64>>, CompileError> {
+) -> Result<Scores, CompileError> {
     // Per candidate, the known candidate with the same schedule.
     let same: Vec<Option<usize>> = match known {
         Some(k) => {
@@ -739,49 +864,130 @@ fn score(
         }
         None => vec![None; candidates.len()],
     };
-    // Every (candidate, size) run is independent: simulate them on the
-    // available cores, largest programs first for balance.
-    let mut jobs: Vec<(usize, usize)> = (0..candidates.len())
-        .flat_map(|ci| (0..sorted.len()).map(move |si| (ci, si)))
+    let (n, ns) = (candidates.len(), sorted.len());
+    // Scored only below its limit: its band ends one byte below it.
+    let skip = |ci: usize, si: usize| {
+        candidates[ci].max_size.is_some_and(|m| sorted[si] >= m) || only.is_some_and(|o| !o[ci][si])
+    };
+    let reuse = |ci: usize, si: usize| -> Option<f64> {
+        let (k, i) = (known?, same[ci]?);
+        Some(k.times_us[i][si]).filter(|t| t.is_finite() && !k.pruned[i][si])
+    };
+    let prunable = simopts.shared_mem.is_none() && !simopts.trace;
+    let ring = candidates.iter().position(is_ring);
+    let caps: Vec<f64> = topo
+        .graph
+        .edge_weights()
+        .map(|l| l.capacity_gbps() * 1e3)
         .collect();
-    jobs.sort_by_key(|&(ci, si)| {
-        (
-            std::cmp::Reverse(candidates[ci].program.num_steps()),
-            ci,
-            si,
-        )
-    });
-    let total = jobs.len();
+    let total = n * ns;
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let results = crate::par::map(&jobs, |&(ci, si)| {
-        let c = &candidates[ci];
-        // Scored only below its limit: its band ends one byte below it.
-        if c.max_size.is_some_and(|m| sorted[si] >= m) || only.is_some_and(|o| !o[ci][si]) {
-            return Ok(f64::INFINITY);
-        }
-        if let Some(t) = same[ci]
-            .and_then(|i| known.map(|k| k.times_us[i][si]))
-            .filter(|t| t.is_finite())
-        {
-            return Ok(t);
-        }
-        let r = sim::simulate(&c.program, topo, sorted[si], simopts);
-        let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if let Some(p) = progress {
-            p(
-                k + 1,
-                total,
-                &format!("simulated {} at {} B", c.algo.name(), sorted[si]),
-            );
-        }
-        r.map(|r| r.time_us)
+    type Runs = Vec<((usize, usize), Result<(f64, f64), CompileError>)>;
+    // Simulates (candidate, size) jobs on the available cores, largest
+    // programs first for balance: each one's time and link-load bound per
+    // byte of S.
+    let run = |mut jobs: Vec<(usize, usize)>| -> Runs {
+        jobs.sort_by_key(|&(ci, si)| {
+            (
+                std::cmp::Reverse(candidates[ci].program.num_steps()),
+                ci,
+                si,
+            )
+        });
+        let results = crate::par::map(&jobs, |&(ci, si)| {
+            let c = &candidates[ci];
+            let r = sim::simulate(&c.program, topo, sorted[si], simopts);
+            let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(p) = progress {
+                p(
+                    k + 1,
+                    total,
+                    &format!("simulated {} at {} B", c.algo.name(), sorted[si]),
+                );
+            }
+            r.map(|r| {
+                let load = r
+                    .link_bytes
+                    .iter()
+                    .zip(&caps)
+                    .map(|(b, c)| b / c)
+                    .fold(0.0, f64::max);
+                (r.time_us, load / sorted[si].max(1) as f64)
+            })
             .map_err(|e| CompileError::Internal(format!("simulating {}: {e}", c.algo.name())))
-    });
-    let mut times_us = vec![vec![0.0; sorted.len()]; candidates.len()];
-    for (&(ci, si), r) in jobs.iter().zip(results) {
-        times_us[ci][si] = r?;
+        });
+        jobs.into_iter().zip(results).collect()
+    };
+    let mut times_us = vec![vec![f64::INFINITY; ns]; n];
+    let mut pruned = vec![vec![false; ns]; n];
+    let mut exact = vec![vec![false; ns]; n];
+    // µs per byte of S: below the candidate's time at every size.
+    let mut load: Vec<Option<f64>> = vec![None; n];
+    fn record(
+        results: Runs,
+        times_us: &mut [Vec<f64>],
+        exact: &mut [Vec<bool>],
+        load: &mut [Option<f64>],
+    ) -> Result<(), CompileError> {
+        for ((ci, si), r) in results {
+            let (t, l) = r?;
+            times_us[ci][si] = t;
+            exact[ci][si] = true;
+            load[ci].get_or_insert(l);
+        }
+        Ok(())
     }
-    Ok(times_us)
+    for si in 0..ns {
+        let mut todo = Vec::new();
+        for ci in (0..n).filter(|&ci| !skip(ci, si)) {
+            match reuse(ci, si) {
+                // The smallest size is simulated anyway where bounds are
+                // used: it is cheap, and it gives the candidate's loads.
+                Some(t) if !(prunable && si == 0) => {
+                    times_us[ci][si] = t;
+                    exact[ci][si] = true;
+                }
+                _ => todo.push((ci, si)),
+            }
+        }
+        if !prunable || si == 0 {
+            record(run(todo), &mut times_us, &mut exact, &mut load)?;
+            continue;
+        }
+        // The two best of the size before, and the ring.
+        let mut before: Vec<usize> = (0..n)
+            .filter(|&x| exact[x][si - 1] && times_us[x][si - 1].is_finite())
+            .collect();
+        before.sort_by(|&a, &b| {
+            times_us[a][si - 1]
+                .total_cmp(&times_us[b][si - 1])
+                .then(a.cmp(&b))
+        });
+        before.truncate(2);
+        type Cells = Vec<(usize, usize)>;
+        let (first, rest): (Cells, Cells) = todo
+            .into_iter()
+            .partition(|&(ci, _)| Some(ci) == ring || before.contains(&ci));
+        record(run(first), &mut times_us, &mut exact, &mut load)?;
+        let best = (0..n)
+            .filter(|&x| exact[x][si])
+            .map(|x| times_us[x][si])
+            .fold(f64::INFINITY, f64::min);
+        let mut left = Vec::new();
+        for (ci, si) in rest {
+            let bound = load[ci].map(|l| l * sorted[si] as f64);
+            match bound.filter(|&b| b > best * (1.0 + 1e-9)) {
+                Some(b) => {
+                    times_us[ci][si] = b;
+                    pruned[ci][si] = true;
+                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                None => left.push((ci, si)),
+            }
+        }
+        record(run(left), &mut times_us, &mut exact, &mut load)?;
+    }
+    Ok(Scores { times_us, pruned })
 }
 
 /// The best candidate per size and the bands they form.
@@ -870,6 +1076,21 @@ pub struct BandFile {
 }
 
 impl Selection {
+    /// Simulates every pruned cell ([`Selection::pruned`]), so that
+    /// `times_us` holds every candidate's simulated time at every size.
+    pub fn complete(&mut self, topo: &Topology) -> Result<(), CompileError> {
+        simulate_pruned(
+            topo,
+            &self.candidates,
+            &self.sizes,
+            &self.simopts,
+            &mut self.times_us,
+            &mut self.pruned,
+            |_| true,
+        )?;
+        Ok(())
+    }
+
     /// The band a size (nccl-tests' S) falls in.
     pub fn band_of(&self, size: u64) -> &Band {
         self.bands
@@ -941,18 +1162,63 @@ impl Selection {
     /// first — `{op}.k1-ALGO-MIN-MAX.xml` for one chunk per shard, then
     /// `ar.k1.fused-ALGO-MIN-MAX.xml` ('-' < '.') — so the executor takes
     /// each exactly for the counts every earlier file rejects.
-    pub fn fall_through_files(&self, one: &Selection) -> FallThrough {
-        let divisor = |c: usize| one.candidates[c].program.count_divisor().max(1) as usize;
-        let mut tiers: Vec<usize> = (0..one.candidates.len())
-            .filter(|&c| one.candidates[c].max_size.is_none())
+    ///
+    /// Each tier's best and the ring are simulated first where `one` left
+    /// them out ([`Selection::pruned`]).
+    pub fn fall_through_files(
+        &self,
+        one: &mut Selection,
+        topo: &Topology,
+    ) -> Result<FallThrough, CompileError> {
+        let divisor = |c: &Compiled| c.program.count_divisor().max(1) as usize;
+        let mut tiers: Vec<usize> = one
+            .candidates
+            .iter()
+            .filter(|c| c.max_size.is_none())
             .map(divisor)
             .collect();
         tiers.sort_unstable_by(|a, b| b.cmp(a));
         tiers.dedup();
-        let ring = (0..one.candidates.len()).find(|&c| {
-            let x = &one.candidates[c];
-            x.algo == Algo::Ring && !x.algorithm.spec.is_fused() && x.max_size.is_none()
-        });
+        let ring = one.candidates.iter().position(is_ring);
+        for si in 0..one.sizes.len() {
+            for &d in &tiers {
+                let cands = &one.candidates;
+                exact_best(
+                    topo,
+                    cands,
+                    &one.sizes,
+                    &one.simopts,
+                    &mut one.times_us,
+                    &mut one.pruned,
+                    si,
+                    |c| cands[c].max_size.is_none() && divisor(&cands[c]) == d,
+                )?;
+            }
+            let cands = &one.candidates;
+            exact_best(
+                topo,
+                cands,
+                &one.sizes,
+                &one.simopts,
+                &mut one.times_us,
+                &mut one.pruned,
+                si,
+                |c| Some(c) == ring,
+            )?;
+        }
+        Ok(self.fall_through_of(one, &tiers, ring))
+    }
+
+    /// [`Selection::fall_through_files`] once `one`'s tier bests and ring
+    /// are simulated.
+    fn fall_through_of(
+        &self,
+        one: &Selection,
+        tiers: &[usize],
+        ring: Option<usize>,
+    ) -> FallThrough {
+        let divisor = |c: usize| one.candidates[c].program.count_divisor().max(1) as usize;
+        let tiers = tiers.to_vec();
         let mut left: Vec<(u64, Option<u64>)> = Vec::new();
         // (min, max, schedule in `one`, the band's own candidate).
         let mut parts: Vec<(u64, Option<u64>, usize, usize)> = Vec::new();

@@ -59,7 +59,7 @@ pub fn synth_report(
             .iter()
             .position(|x| std::ptr::eq(x, c) || (x.algo == c.algo && x.program == c.program))?;
         let si = s.sizes.iter().position(|&x| x == size)?;
-        Some(s.times_us[ci][si]).filter(|t| t.is_finite())
+        Some(s.times_us[ci][si]).filter(|t| t.is_finite() && !s.pruned[ci][si])
     };
     let mut jobs: Vec<(&Compiled, u64)> = served.iter().copied().zip(sizes).collect();
     if let Some(r) = &ring {
