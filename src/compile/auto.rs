@@ -123,19 +123,18 @@ pub fn auto_after(
         pruned.extend(more.pruned);
         candidates.extend(extra);
     }
+    let mut scored = Scored {
+        topo,
+        candidates: &candidates,
+        sorted: &sorted,
+        simopts,
+        times_us: &mut times_us,
+        pruned: &mut pruned,
+    };
     // Above a size-limited winner's limit the band goes to the best
     // schedule that serves every size at the largest size (`choose`).
-    exact_best(
-        topo,
-        &candidates,
-        &sorted,
-        simopts,
-        &mut times_us,
-        &mut pruned,
-        sorted.len() - 1,
-        |c| candidates[c].max_size.is_none(),
-    )?;
-    let (winners, bands) = choose(&candidates, &sorted, &times_us);
+    scored.exact_best(sorted.len() - 1, |c| candidates[c].max_size.is_none())?;
+    let (winners, bands) = choose(&candidates, &sorted, scored.times_us);
     // One schedule for every size: the least total time over the scored
     // sizes, i.e. the least expected time when each scored size is equally
     // likely. (A geometric mean of ratios to the best per size would let
@@ -155,19 +154,11 @@ pub fn auto_after(
         let overall = (0..candidates.len())
             .filter(|&c| candidates[c].max_size.is_none() && !candidates[c].band_only)
             .min_by(|&a, &b| {
-                let total = |c: usize| -> f64 { times_us[c].iter().sum() };
+                let total = |c: usize| -> f64 { scored.times_us[c].iter().sum() };
                 total(a).total_cmp(&total(b)).then(a.cmp(&b))
             })
             .unwrap_or(0);
-        if !simulate_pruned(
-            topo,
-            &candidates,
-            &sorted,
-            simopts,
-            &mut times_us,
-            &mut pruned,
-            |c| c == overall,
-        )? {
+        if !scored.simulate_pruned(|c| c == overall)? {
             break overall;
         }
     };
@@ -191,69 +182,65 @@ fn is_ring(c: &Compiled) -> bool {
     c.algo == Algo::Ring && !c.algorithm.spec.is_fused() && c.max_size.is_none()
 }
 
-/// The candidate among `among` with the least time at size `si`, each
-/// pruned cell on the way simulated (its bound is below its time, so the
-/// least is certain once its cell is simulated).
-#[allow(clippy::too_many_arguments)]
-fn exact_best(
-    topo: &Topology,
-    candidates: &[Compiled],
-    sorted: &[u64],
-    simopts: &SimOptions,
-    times_us: &mut [Vec<f64>],
-    pruned: &mut [Vec<bool>],
-    si: usize,
-    among: impl Fn(usize) -> bool,
-) -> Result<Option<usize>, CompileError> {
-    loop {
-        let best = (0..candidates.len())
-            .filter(|&c| among(c))
-            .min_by(|&a, &b| times_us[a][si].total_cmp(&times_us[b][si]).then(a.cmp(&b)));
-        match best {
-            Some(c) if pruned[c][si] => {
-                let r = sim::simulate(&candidates[c].program, topo, sorted[si], simopts).map_err(
-                    |e| {
-                        CompileError::Internal(format!(
-                            "simulating {}: {e}",
-                            candidates[c].algo.name()
-                        ))
-                    },
-                )?;
-                times_us[c][si] = r.time_us;
-                pruned[c][si] = false;
-            }
-            b => return Ok(b),
-        }
-    }
+/// Candidates' scores with what simulates the cells [`score`] left out
+/// (`pruned`), so that what a choice reads can be made exact.
+struct Scored<'a> {
+    topo: &'a Topology,
+    candidates: &'a [Compiled],
+    sorted: &'a [u64],
+    simopts: &'a SimOptions,
+    times_us: &'a mut [Vec<f64>],
+    pruned: &'a mut [Vec<bool>],
 }
 
-/// Simulates the pruned cells of the candidates `which` picks, in place;
-/// whether there were any.
-fn simulate_pruned(
-    topo: &Topology,
-    candidates: &[Compiled],
-    sorted: &[u64],
-    simopts: &SimOptions,
-    times_us: &mut [Vec<f64>],
-    pruned: &mut [Vec<bool>],
-    which: impl Fn(usize) -> bool,
-) -> Result<bool, CompileError> {
-    let cells: Vec<(usize, usize)> = (0..candidates.len())
-        .filter(|&c| which(c))
-        .flat_map(|c| (0..sorted.len()).map(move |s| (c, s)))
-        .filter(|&(c, s)| pruned[c][s])
-        .collect();
-    let runs = crate::par::map(&cells, |&(c, s)| {
-        sim::simulate(&candidates[c].program, topo, sorted[s], simopts)
-    });
-    for (&(c, s), r) in cells.iter().zip(runs) {
-        let r = r.map_err(|e| {
-            CompileError::Internal(format!("simulating {}: {e}", candidates[c].algo.name()))
-        })?;
-        times_us[c][s] = r.time_us;
-        pruned[c][s] = false;
+impl Scored<'_> {
+    /// Simulates the pruned cells of the candidates `which` picks;
+    /// whether there were any.
+    fn simulate_pruned(&mut self, which: impl Fn(usize) -> bool) -> Result<bool, CompileError> {
+        let cells: Vec<(usize, usize)> = (0..self.candidates.len())
+            .filter(|&c| which(c))
+            .flat_map(|c| (0..self.sorted.len()).map(move |s| (c, s)))
+            .filter(|&(c, s)| self.pruned[c][s])
+            .collect();
+        let (topo, candidates, sorted, simopts) =
+            (self.topo, self.candidates, self.sorted, self.simopts);
+        let runs = crate::par::map(&cells, |&(c, s)| {
+            sim::simulate(&candidates[c].program, topo, sorted[s], simopts)
+        });
+        for (&(c, s), r) in cells.iter().zip(runs) {
+            let r = r.map_err(|e| {
+                CompileError::Internal(format!("simulating {}: {e}", candidates[c].algo.name()))
+            })?;
+            self.times_us[c][s] = r.time_us;
+            self.pruned[c][s] = false;
+        }
+        Ok(!cells.is_empty())
     }
-    Ok(!cells.is_empty())
+
+    /// The candidate among `among` with the least time at size `si`, each
+    /// pruned cell on the way simulated (its bound is below its time, so
+    /// the least is certain once its cell is simulated).
+    fn exact_best(
+        &mut self,
+        si: usize,
+        among: impl Fn(usize) -> bool,
+    ) -> Result<Option<usize>, CompileError> {
+        loop {
+            let best = (0..self.candidates.len())
+                .filter(|&c| among(c))
+                .min_by(|&a, &b| {
+                    self.times_us[a][si]
+                        .total_cmp(&self.times_us[b][si])
+                        .then(a.cmp(&b))
+                });
+            match best {
+                Some(c) if self.pruned[c][si] => {
+                    self.simulate_pruned(|x| x == c)?;
+                }
+                b => return Ok(b),
+            }
+        }
+    }
 }
 
 /// Every registered synthesizer `auto` scores, compiled: its schedule,
@@ -1079,16 +1066,19 @@ impl Selection {
     /// Simulates every pruned cell ([`Selection::pruned`]), so that
     /// `times_us` holds every candidate's simulated time at every size.
     pub fn complete(&mut self, topo: &Topology) -> Result<(), CompileError> {
-        simulate_pruned(
-            topo,
-            &self.candidates,
-            &self.sizes,
-            &self.simopts,
-            &mut self.times_us,
-            &mut self.pruned,
-            |_| true,
-        )?;
+        self.scored(topo).simulate_pruned(|_| true)?;
         Ok(())
+    }
+
+    fn scored<'a>(&'a mut self, topo: &'a Topology) -> Scored<'a> {
+        Scored {
+            topo,
+            candidates: &self.candidates,
+            sorted: &self.sizes,
+            simopts: &self.simopts,
+            times_us: &mut self.times_us,
+            pruned: &mut self.pruned,
+        }
     }
 
     /// The band a size (nccl-tests' S) falls in.
@@ -1180,31 +1170,16 @@ impl Selection {
         tiers.sort_unstable_by(|a, b| b.cmp(a));
         tiers.dedup();
         let ring = one.candidates.iter().position(is_ring);
-        for si in 0..one.sizes.len() {
-            for &d in &tiers {
-                let cands = &one.candidates;
-                exact_best(
-                    topo,
-                    cands,
-                    &one.sizes,
-                    &one.simopts,
-                    &mut one.times_us,
-                    &mut one.pruned,
-                    si,
-                    |c| cands[c].max_size.is_none() && divisor(&cands[c]) == d,
-                )?;
+        // Per size: each tier's best (Some(divisor)), then the ring (None).
+        let mut scored = one.scored(topo);
+        let cands = scored.candidates;
+        for si in 0..scored.sorted.len() {
+            for tier in tiers.iter().copied().map(Some).chain([None]) {
+                scored.exact_best(si, |c| match tier {
+                    Some(d) => cands[c].max_size.is_none() && divisor(&cands[c]) == d,
+                    None => Some(c) == ring,
+                })?;
             }
-            let cands = &one.candidates;
-            exact_best(
-                topo,
-                cands,
-                &one.sizes,
-                &one.simopts,
-                &mut one.times_us,
-                &mut one.pruned,
-                si,
-                |c| Some(c) == ring,
-            )?;
         }
         Ok(self.fall_through_of(one, &tiers, ring))
     }
