@@ -182,6 +182,17 @@ fn is_ring(c: &Compiled) -> bool {
     c.algo == Algo::Ring && !c.algorithm.spec.is_fused() && c.max_size.is_none()
 }
 
+/// Candidate `c` simulated at `size` bytes.
+fn simulate(
+    topo: &Topology,
+    c: &Compiled,
+    size: u64,
+    simopts: &SimOptions,
+) -> Result<sim::SimResult, CompileError> {
+    sim::simulate(&c.program, topo, size, simopts)
+        .map_err(|e| CompileError::Internal(format!("simulating {}: {e}", c.algo.name())))
+}
+
 /// Candidates' scores with what simulates the cells [`score`] left out
 /// (`pruned`), so that what a choice reads can be made exact.
 struct Scored<'a> {
@@ -205,13 +216,10 @@ impl Scored<'_> {
         let (topo, candidates, sorted, simopts) =
             (self.topo, self.candidates, self.sorted, self.simopts);
         let runs = crate::par::map(&cells, |&(c, s)| {
-            sim::simulate(&candidates[c].program, topo, sorted[s], simopts)
+            simulate(topo, &candidates[c], sorted[s], simopts)
         });
         for (&(c, s), r) in cells.iter().zip(runs) {
-            let r = r.map_err(|e| {
-                CompileError::Internal(format!("simulating {}: {e}", candidates[c].algo.name()))
-            })?;
-            self.times_us[c][s] = r.time_us;
+            self.times_us[c][s] = r?.time_us;
             self.pruned[c][s] = false;
         }
         Ok(!cells.is_empty())
@@ -374,7 +382,7 @@ fn candidates(
             let o = with_lowering(opts, |l| l.stagger = true);
             let staggered: Vec<Compiled> = found
                 .iter()
-                .filter(|c| crate::lower::stagger(&mut c.program.clone()) > 0)
+                .filter(|c| !crate::lower::stagger_waits(&c.program).is_empty())
                 .filter_map(|c| {
                     let mut x = c.algorithm.clone();
                     x.name += "-staggered";
@@ -883,7 +891,7 @@ fn score(
         });
         let results = crate::par::map(&jobs, |&(ci, si)| {
             let c = &candidates[ci];
-            let r = sim::simulate(&c.program, topo, sorted[si], simopts);
+            let r = simulate(topo, c, sorted[si], simopts);
             let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let Some(p) = progress {
                 p(
@@ -901,7 +909,6 @@ fn score(
                     .fold(0.0, f64::max);
                 (r.time_us, load / sorted[si].max(1) as f64)
             })
-            .map_err(|e| CompileError::Internal(format!("simulating {}: {e}", c.algo.name())))
         });
         jobs.into_iter().zip(results).collect()
     };

@@ -64,8 +64,6 @@ mod chains;
 mod reduced;
 mod runs;
 mod stagger;
-
-pub use stagger::stagger;
 mod steps;
 mod threadblocks;
 
@@ -74,6 +72,7 @@ use chains::RankChains;
 pub use reduced::fused_len;
 use runs::{Block, Runs};
 use rustc_hash::FxHashMap as HashMap;
+pub use stagger::{stagger, stagger_waits};
 
 use crate::ir::msccl::MAX_CHANNELS;
 

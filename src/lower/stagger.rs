@@ -19,10 +19,12 @@
 use crate::ir::{Program, StepKind};
 use std::collections::BTreeMap;
 
-/// Stagger `prog`'s channels in place; returns the number of waits added.
-pub fn stagger(prog: &mut Program) -> usize {
-    let mut added = 0;
-    for g in &mut prog.gpus {
+/// The waits [`stagger`] adds to `prog`: per GPU (index into
+/// `prog.gpus`), the threadblock (index into its `tbs`) whose first step
+/// waits, and the threadblock it waits on.
+pub fn stagger_waits(prog: &Program) -> Vec<(usize, usize, usize)> {
+    let mut waits = Vec::new();
+    for (gi, g) in prog.gpus.iter().enumerate() {
         let mut groups: BTreeMap<(i64, i64), Vec<usize>> = BTreeMap::new();
         for (i, tb) in g.tbs.iter().enumerate() {
             if (tb.send >= 0 || tb.recv >= 0) && !tb.steps.is_empty() {
@@ -33,22 +35,30 @@ pub fn stagger(prog: &mut Program) -> usize {
             idx.sort_by_key(|&i| (g.tbs[i].chan, g.tbs[i].id));
             for w in idx.windows(2) {
                 let (p, t) = (w[0], w[1]);
-                if g.tbs[p].chan == g.tbs[t].chan
-                    || g.tbs[p].steps[0].kind == StepKind::Nop
-                    || g.tbs[t].steps[0].depid >= 0
+                if g.tbs[p].chan != g.tbs[t].chan
+                    && g.tbs[p].steps[0].kind != StepKind::Nop
+                    && g.tbs[t].steps[0].depid < 0
                 {
-                    continue;
+                    waits.push((gi, t, p));
                 }
-                let pid = g.tbs[p].id;
-                let first = &mut g.tbs[t].steps[0];
-                first.depid = pid;
-                first.deps = 0;
-                g.tbs[p].steps[0].hasdep = true;
-                added += 1;
             }
         }
     }
-    added
+    waits
+}
+
+/// Stagger `prog`'s channels in place; returns the number of waits added.
+pub fn stagger(prog: &mut Program) -> usize {
+    let waits = stagger_waits(prog);
+    for &(gi, t, p) in &waits {
+        let g = &mut prog.gpus[gi];
+        let pid = g.tbs[p].id;
+        let first = &mut g.tbs[t].steps[0];
+        first.depid = pid;
+        first.deps = 0;
+        g.tbs[p].steps[0].hasdep = true;
+    }
+    waits.len()
 }
 
 #[cfg(test)]
