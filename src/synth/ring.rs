@@ -74,22 +74,40 @@ impl Synthesizer for Ring {
         // 90.9 % of the bound on one channel, 99.4 % on 16). Auto scores
         // each for the size bands; the budget keeps the scoring cheap at
         // scale.
-        let r = rings.0.len();
-        let mut split = Vec::new();
-        if o.chunks.is_none() {
-            let mut k = 2;
-            while k * r <= MAX_CHANNELS && n * k * r <= SPLIT_RINGS_BUDGET {
-                let rings = rings.clone();
-                let spec = Spec::reduce_scatter(n, k * r);
-                split.push(vec![
-                    Box::new(move || ring_algorithm(spec, &rings.0)) as super::Candidate
-                ]);
-                k *= 2;
+        let splits = |rings: &Rc<Rings>| {
+            let r = rings.0.len();
+            let mut split = Vec::new();
+            if o.chunks.is_none() {
+                let mut k = 2;
+                while k * r <= MAX_CHANNELS && n * k * r <= SPLIT_RINGS_BUDGET {
+                    let rings = rings.clone();
+                    let spec = Spec::reduce_scatter(n, k * r);
+                    split.push(vec![
+                        Box::new(move || ring_algorithm(spec, &rings.0)) as super::Candidate
+                    ]);
+                    k *= 2;
+                }
             }
+            split
+        };
+        let mut bands = splits(&rings);
+        // Directed rings where they use links the rings above leave idle
+        // (an odd number of links per rank): scored beside them, with
+        // their own channel splits.
+        let mut more = Vec::new();
+        if let Some(d) = find_directed_rings(ctx.topo, rings.0.len()) {
+            let d = Rc::new(Rings(d));
+            bands.extend(splits(&d));
+            let c = o.chunks.unwrap_or(d.0.len());
+            more.push(vec![
+                Box::new(move || ring_algorithm(Spec::reduce_scatter(n, c), &d.0))
+                    as super::Candidate,
+            ]);
         }
         Ok(Offer {
             candidates: out,
-            bands: split,
+            more,
+            bands,
             ..Offer::default()
         })
     }
@@ -112,25 +130,10 @@ pub fn find_rings(topo: &Topology) -> Vec<Vec<usize>> {
             vec![vec![0]]
         };
     }
-    // 1. Direct GPU–GPU links with multiplicities (undirected: min of the
-    // two directions' counts).
-    let mut mult: HashMap<(usize, usize), u32> = HashMap::new();
-    for e in topo.graph.edge_indices() {
-        let (a, b) = topo.link_ends(e);
-        let (na, nb) = (topo.node(a), topo.node(b));
-        if na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu {
-            if let (Some(ra), Some(rb)) = (na.rank, nb.rank) {
-                *mult.entry((ra, rb)).or_default() += topo.link(e).count;
-            }
-        }
-    }
-    let mut cap = vec![vec![0u32; n]; n];
-    for (&(a, b), &m) in &mult {
-        let back = mult.get(&(b, a)).copied().unwrap_or(0);
-        cap[a][b] = m.min(back);
-    }
+    // 1. Direct GPU–GPU links with multiplicities.
+    let cap = pair_links(topo);
     let mut rings = Vec::new();
-    for cycle in pack_cycles(n, cap) {
+    for cycle in pack_cycles(n, cap, false) {
         let mut rev = cycle.clone();
         rev[1..].reverse();
         rings.push(cycle);
@@ -158,6 +161,52 @@ pub fn find_rings(topo: &Topology) -> Vec<Vec<usize>> {
     }
     // 4. Rank order over multi-hop routes.
     vec![oriented(topo, (0..n).collect())]
+}
+
+/// Direct GPU–GPU links per rank pair, multiplicities counted
+/// (undirected: the lesser of the two directions' counts).
+fn pair_links(topo: &Topology) -> Vec<Vec<u32>> {
+    let n = topo.num_ranks();
+    let mut mult: HashMap<(usize, usize), u32> = HashMap::new();
+    for e in topo.graph.edge_indices() {
+        let (a, b) = topo.link_ends(e);
+        let (na, nb) = (topo.node(a), topo.node(b));
+        if na.kind == NodeKind::Gpu && nb.kind == NodeKind::Gpu {
+            if let (Some(ra), Some(rb)) = (na.rank, nb.rank) {
+                *mult.entry((ra, rb)).or_default() += topo.link(e).count;
+            }
+        }
+    }
+    let mut cap = vec![vec![0u32; n]; n];
+    for (&(a, b), &m) in &mult {
+        let back = mult.get(&(b, a)).copied().unwrap_or(0);
+        cap[a][b] = m.min(back);
+    }
+    cap
+}
+
+/// Arc-disjoint directed Hamiltonian cycles over the direct GPU–GPU
+/// links, each a ring in its own direction, where they are more than
+/// [`find_rings`]' cycles used both ways (`both` rings): those take two of
+/// a rank's links each, so a rank with an odd number keeps one idle (a
+/// full mesh of 8 — MI300X, whose symmetric digraph splits into 7
+/// directed Hamiltonian cycles — uses 6 of 7 links both ways).
+pub fn find_directed_rings(topo: &Topology, both: usize) -> Option<Vec<Vec<usize>>> {
+    let n = topo.num_ranks();
+    if n < 3 {
+        return None;
+    }
+    let cap = pair_links(topo);
+    let arcs = (0..n)
+        .map(|a| cap[a].iter().sum::<u32>() as usize)
+        .min()
+        .unwrap_or(0)
+        .min(2 * MAX_CYCLES);
+    if arcs <= both {
+        return None;
+    }
+    let directed = pack_cycles(n, cap, true);
+    (directed.len() > both).then_some(directed)
 }
 
 /// `ring` or its reverse, whichever its routes make cheaper (least total
@@ -237,12 +286,16 @@ const MAX_CYCLES: usize = 8;
 /// bound, a backtracking search over which cycles to take (in canonical
 /// order, so each set is tried once) runs within [`SEARCH_BUDGET`] node
 /// expansions, and the largest packing found is kept.
-fn pack_cycles(n: usize, mut cap: Vec<Vec<u32>>) -> Vec<Vec<usize>> {
+fn pack_cycles(n: usize, mut cap: Vec<Vec<u32>>, directed: bool) -> Vec<Vec<usize>> {
     let degree = (0..n)
         .map(|a| cap[a].iter().sum::<u32>() as usize)
         .min()
         .unwrap_or(0);
-    let target = (degree / 2).min(MAX_CYCLES);
+    let target = if directed {
+        degree.min(2 * MAX_CYCLES)
+    } else {
+        (degree / 2).min(MAX_CYCLES)
+    };
     let mut greedy = Vec::new();
     {
         let mut c = cap.clone();
@@ -250,7 +303,7 @@ fn pack_cycles(n: usize, mut cap: Vec<Vec<u32>>) -> Vec<Vec<usize>> {
             let Some(cycle) = hamiltonian(n, |a, b| c[a][b] > 0) else {
                 break;
             };
-            take(&mut c, &cycle, false);
+            take(&mut c, &cycle, directed, false);
             greedy.push(cycle);
         }
     }
@@ -258,68 +311,89 @@ fn pack_cycles(n: usize, mut cap: Vec<Vec<u32>>) -> Vec<Vec<usize>> {
         return greedy;
     }
     let mut best = greedy;
-    let mut budget = SEARCH_BUDGET;
+    let mut search = Packing {
+        n,
+        target,
+        directed,
+        budget: SEARCH_BUDGET,
+    };
     let mut chosen = Vec::new();
-    pack_search(n, &mut cap, target, &mut chosen, &mut best, &mut budget);
+    search.run(&mut cap, &mut chosen, &mut best);
     best
 }
 
 /// Remove (or, with `back`, restore) one unit of every pair `cycle`
-/// crosses.
-fn take(cap: &mut [Vec<u32>], cycle: &[usize], back: bool) {
+/// crosses: in both directions, or with `directed` in its own.
+fn take(cap: &mut [Vec<u32>], cycle: &[usize], directed: bool, back: bool) {
     let n = cycle.len();
     for w in 0..n {
         let (a, b) = (cycle[w], cycle[(w + 1) % n]);
-        if back {
-            cap[a][b] += 1;
-            cap[b][a] += 1;
-        } else {
-            cap[a][b] -= 1;
-            cap[b][a] -= 1;
+        let mut arcs = vec![(a, b)];
+        if !directed {
+            arcs.push((b, a));
+        }
+        for (x, y) in arcs {
+            if back {
+                cap[x][y] += 1;
+            } else {
+                cap[x][y] -= 1;
+            }
         }
     }
 }
 
-/// Backtracking step of [`pack_cycles`]: every Hamiltonian cycle of the
-/// remaining pairs not before the last one chosen (lexicographically), in
-/// turn taken and searched below, until a packing of `target` cycles is
-/// found or the budget runs out.
-fn pack_search(
+/// The backtracking search of [`pack_cycles`].
+struct Packing {
     n: usize,
-    cap: &mut Vec<Vec<u32>>,
     target: usize,
-    chosen: &mut Vec<Vec<usize>>,
-    best: &mut Vec<Vec<usize>>,
-    budget: &mut usize,
-) {
-    if chosen.len() > best.len() {
-        *best = chosen.clone();
-    }
-    if best.len() >= target || *budget == 0 {
-        return;
-    }
-    let mut cycles = Vec::new();
-    let c = &*cap;
-    each_hamiltonian(
-        n,
-        |a, b| c[a][b] > 0,
-        budget,
-        |cycle| {
-            // One direction of each cycle, none before the last chosen.
-            if cycle[1] < cycle[n - 1] && chosen.last().is_none_or(|l| cycle >= l.as_slice()) {
-                cycles.push(cycle.to_vec());
-            }
-            ControlFlow::Continue(())
-        },
-    );
-    for cycle in cycles {
-        take(cap, &cycle, false);
-        chosen.push(cycle);
-        pack_search(n, cap, target, chosen, best, budget);
-        let cycle = chosen.pop().expect("pushed above");
-        take(cap, &cycle, true);
-        if best.len() >= target || *budget == 0 {
+    directed: bool,
+    /// Node expansions left.
+    budget: usize,
+}
+
+impl Packing {
+    /// Every Hamiltonian cycle of the remaining pairs not before the last
+    /// one chosen (lexicographically), in turn taken and searched below,
+    /// until a packing of `target` cycles is found or the budget runs out.
+    fn run(
+        &mut self,
+        cap: &mut Vec<Vec<u32>>,
+        chosen: &mut Vec<Vec<usize>>,
+        best: &mut Vec<Vec<usize>>,
+    ) {
+        if chosen.len() > best.len() {
+            *best = chosen.clone();
+        }
+        if best.len() >= self.target || self.budget == 0 {
             return;
+        }
+        let (n, directed) = (self.n, self.directed);
+        let mut cycles = Vec::new();
+        let c = &*cap;
+        each_hamiltonian(
+            n,
+            |a, b| c[a][b] > 0,
+            &mut self.budget,
+            |cycle| {
+                // Undirected: one direction of each cycle. None before the
+                // last chosen.
+                if (directed || cycle[1] < cycle[n - 1])
+                    && chosen.last().is_none_or(|l| cycle >= l.as_slice())
+                {
+                    cycles.push(cycle.to_vec());
+                }
+                ControlFlow::Continue(())
+            },
+        );
+        for cycle in cycles {
+            take(cap, &cycle, directed, false);
+            chosen.push(cycle);
+            self.run(cap, chosen, best);
+            let cycle = chosen.pop().expect("pushed above");
+            take(cap, &cycle, directed, true);
+            if best.len() >= self.target || self.budget == 0 {
+                return;
+            }
         }
     }
 }
@@ -524,11 +598,11 @@ mod tests {
         let mut c = cap.clone();
         let mut greedy = 0;
         while let Some(cycle) = hamiltonian(8, |a, b| c[a][b] > 0) {
-            take(&mut c, &cycle, false);
+            take(&mut c, &cycle, false, false);
             greedy += 1;
         }
         assert_eq!(greedy, 2);
-        let cycles = pack_cycles(8, cap.clone());
+        let cycles = pack_cycles(8, cap.clone(), false);
         assert_eq!(cycles.len(), 3, "{cycles:?}");
         // Each is Hamiltonian, and together they use every NVLink once.
         let mut used = vec![vec![0u32; 8]; 8];
@@ -555,16 +629,63 @@ mod tests {
                     .collect()
             })
             .collect();
-        assert_eq!(pack_cycles(6, ring).len(), 1);
+        assert_eq!(pack_cycles(6, ring, false).len(), 1);
         let clique: Vec<Vec<u32>> = (0..4)
             .map(|a| (0..4).map(|b| u32::from(a != b)).collect())
             .collect();
-        assert_eq!(pack_cycles(4, clique).len(), 1);
+        assert_eq!(pack_cycles(4, clique, false).len(), 1);
         // K5 (degree 4) splits into two Hamiltonian cycles.
         let k5: Vec<Vec<u32>> = (0..5)
             .map(|a| (0..5).map(|b| u32::from(a != b)).collect())
             .collect();
-        assert_eq!(pack_cycles(5, k5).len(), 2);
+        assert_eq!(pack_cycles(5, k5, false).len(), 2);
+    }
+
+    /// Every cycle Hamiltonian, and no arc used more often than `cap`
+    /// allows; returns the arcs used.
+    fn check_directed(n: usize, cycles: &[Vec<usize>], cap: &[Vec<u32>]) -> Vec<Vec<u32>> {
+        let mut used = vec![vec![0u32; n]; n];
+        for cy in cycles {
+            let mut seen = cy.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>());
+            for w in 0..n {
+                used[cy[w]][cy[(w + 1) % n]] += 1;
+            }
+        }
+        for a in 0..n {
+            for b in 0..n {
+                assert!(used[a][b] <= cap[a][b], "{a} -> {b}: {cycles:?}");
+            }
+        }
+        used
+    }
+
+    #[test]
+    fn directed_cycles_use_the_odd_link() {
+        // K8: cycles used both ways take 6 of each rank's 7 links; the
+        // complete symmetric digraph on 8 vertices splits into 7
+        // arc-disjoint directed Hamiltonian cycles (Tillson), every arc
+        // used once.
+        let k8: Vec<Vec<u32>> = (0..8)
+            .map(|a| (0..8).map(|b| u32::from(a != b)).collect())
+            .collect();
+        assert_eq!(pack_cycles(8, k8.clone(), false).len(), 3);
+        let cycles = pack_cycles(8, k8.clone(), true);
+        assert_eq!(cycles.len(), 7, "{cycles:?}");
+        assert_eq!(check_directed(8, &cycles, &k8), k8);
+        // MI300X's eight GPUs, a full xGMI mesh: 6 rings both ways, 7
+        // directed ones, one per link.
+        let topo = crate::front::generate::generate(
+            "mi300x",
+            &crate::front::generate::GenParams::default(),
+        )
+        .unwrap();
+        assert_eq!(find_rings(&topo).len(), 6);
+        let rings = find_directed_rings(&topo, 6).unwrap();
+        assert_eq!(rings.len(), 7);
+        check_directed(8, &rings, &k8);
+        assert!(find_directed_rings(&topo, 7).is_none());
     }
 
     #[test]
