@@ -5,6 +5,10 @@
 //! 1. edge-disjoint Hamiltonian cycles over direct GPU–GPU links (link
 //!    multiplicity counts: a double NVLink can carry two cycles), each used
 //!    in both directions (DGX-1: 3 cycles → 6 rings, every link busy);
+//!    where ranks have an odd number of links, arc-disjoint directed
+//!    cycles as well, each a ring in its own direction
+//!    (`find_directed_rings`: a mesh of 8 gives 7), offered as a further
+//!    candidate group;
 //! 2. on several hosts, one ring per rail: ring k enters host h at local GPU
 //!    (k+h) mod g and leaves it at local GPU (k+h+1) mod g, so every ring
 //!    crosses hosts on a different NIC (NCCL's multi-rail rings);
