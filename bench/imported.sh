@@ -8,7 +8,9 @@
 #   bench/imported.sh [RSCC_BIN] [OUT.json]
 #
 # Run it with two binaries side by side to compare (docs/benchmarks.md
-# "Imported machines").
+# "Imported machines"). HOSTS=H replicates each dump to H hosts first
+# (`rscc topo import F --hosts H`; dumps the importer cannot replicate,
+# such as one without NICs, get no row).
 set -euo pipefail
 bin=${1:-target/release/rscc}
 out=${2:-bench/results/imported.json}
@@ -22,7 +24,12 @@ mkdir -p "$(dirname "$out")"
 for f in "$dumps"/{nccl-xml,nvidia-smi-topo,rccl-xml,rocm-smi-topo}/*; do
   [ -f "$f" ] || continue
   rm -rf "$tmp/dir"
-  row=$(timeout 300 "$bin" synth --topo "$f" -o "$tmp/dir/" 2>&1 |
+  topo=$f
+  if [ -n "${HOSTS:-}" ]; then
+    topo=$tmp/topo.json
+    "$bin" topo import "$f" --hosts "$HOSTS" -o "$topo" > /dev/null 2>&1 || continue
+  fi
+  row=$(timeout 300 "$bin" synth --topo "$topo" -o "$tmp/dir/" 2>&1 |
         awk '$1 ~ /^[0-9]+$/ && NF >= 5 {printf "%s:%s ", $1, $4}') || true
   echo "$(basename "$f") $row" >> "$tmp/rows"
 done
