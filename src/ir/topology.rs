@@ -65,6 +65,13 @@ impl Link {
     }
 }
 
+/// What a route that leaves a relay GPU over PCIe — NCCL's PXN, a GPU
+/// reaching a NIC through a peer over NVLink — adds to its cost when
+/// routes are chosen (not to its α): NCCL takes a NIC behind the GPU's own
+/// PCIe switches (PXB) before PXN, so a GPU-free route to a NIC wins
+/// unless the relay saves more than this.
+pub const PXN_PENALTY_US: f64 = 1.0;
+
 /// `g` with the parallel links of one direction and one kind merged into
 /// one bundle (first occurrence's place kept); unchanged when there are
 /// none. Links of one kind between the same two nodes are one physical
@@ -340,7 +347,9 @@ impl Topology {
 
     /// Routes from `src` rank to every node: the path of least total α,
     /// ties broken by the widest bottleneck, then by fewest hops. Paths may
-    /// pass through switches, NICs, CPUs and (as relays) other GPUs.
+    /// pass through switches, NICs, CPUs and (as relays) other GPUs; a
+    /// relay GPU that forwards over PCIe counts [`PXN_PENALTY_US`] more
+    /// in the choice (not in the route's α).
     /// Returns, per node, the predecessor edge on the chosen path.
     pub fn route_tree(&self, src: usize) -> Vec<Option<EdgeIndex>> {
         self.route_tree_ties(src).0
@@ -392,7 +401,12 @@ impl Topology {
                 }
                 let l = e.weight();
                 let bneck = (-c.1).min(l.capacity_gbps());
-                let nc = Cost(((c.0 + l.alpha_us) * 1e6).round() / 1e6, -bneck, c.2 + 1);
+                // A relay GPU that forwards over PCIe (NCCL's PXN: over
+                // NVLink to a GPU near a NIC) costs the choice a
+                // penalty, not the route's α.
+                let pxn = u != s && g[u].kind == NodeKind::Gpu && l.kind == "pcie";
+                let a = c.0 + l.alpha_us + if pxn { PXN_PENALTY_US } else { 0.0 };
+                let nc = Cost((a * 1e6).round() / 1e6, -bneck, c.2 + 1);
                 if best[v.index()].is_none_or(|b| nc < b) {
                     best[v.index()] = Some(nc);
                     pred[v.index()] = Some(e.id());
