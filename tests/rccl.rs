@@ -216,6 +216,16 @@ fn send_threadblocks_keep_every_ordering() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `auto`'s RCCL selection on the shipped MI300X at one size.
+fn mi300x_rccl(size: u64) -> (rscc::ir::Topology, rscc::compile::Selection) {
+    let t = rscc::front::load_topology(Path::new("topologies/mi300x.json")).unwrap();
+    let mut opts = rscc::compile::CompileOptions::default();
+    opts.lower.runtime = Runtime::Rccl;
+    let sim = rscc::sim::SimOptions::for_runtime(Runtime::Rccl);
+    let sel = rscc::compile::auto(&t, &opts, &[size], &sim, None).unwrap();
+    (t, sel)
+}
+
 /// Where a shard is under MSCCL's 2 MiB tile, RCCL reduces a message in a
 /// pass of its own only once it has all arrived: on the MI300X mesh at
 /// 16 MiB (2 MiB shards) the direct exchange with each shard in several
@@ -224,11 +234,7 @@ fn send_threadblocks_keep_every_ordering() {
 /// faster still).
 #[test]
 fn rccl_pipelines_the_direct_exchange_below_the_tile() {
-    let t = rscc::front::load_topology(Path::new("topologies/mi300x.json")).unwrap();
-    let mut opts = rscc::compile::CompileOptions::default();
-    opts.lower.runtime = Runtime::Rccl;
-    let sim = rscc::sim::SimOptions::for_runtime(Runtime::Rccl);
-    let mut sel = rscc::compile::auto(&t, &opts, &[16 << 20], &sim, None).unwrap();
+    let (t, mut sel) = mi300x_rccl(16 << 20);
     sel.complete(&t).unwrap();
     let time = |name: &str| {
         (0..sel.candidates.len())
@@ -251,12 +257,8 @@ fn rccl_pipelines_the_direct_exchange_below_the_tile() {
 /// above 98 % of the bound, where the six reach at most 6/7 of it.
 #[test]
 fn directed_rings_use_every_link_of_a_mesh_of_eight() {
-    let t = rscc::front::load_topology(Path::new("topologies/mi300x.json")).unwrap();
-    let mut opts = rscc::compile::CompileOptions::default();
-    opts.lower.runtime = Runtime::Rccl;
-    let sim = rscc::sim::SimOptions::for_runtime(Runtime::Rccl);
     let size = 1u64 << 30;
-    let sel = rscc::compile::auto(&t, &opts, &[size], &sim, None).unwrap();
+    let (t, sel) = mi300x_rccl(size);
     let w = &sel.candidates[sel.winners[0]];
     assert!(
         w.algorithm.name.starts_with("ringx7"),
