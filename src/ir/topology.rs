@@ -5,7 +5,7 @@
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
 use petgraph::visit::EdgeRef;
 use serde::{Deserialize, Serialize};
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 /// What a node is. Only GPUs compute (and reduce); the others forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -349,7 +349,8 @@ impl Topology {
     /// ties broken by the widest bottleneck, then by fewest hops. Paths may
     /// pass through switches, NICs, CPUs and (as relays) other GPUs; a
     /// relay GPU that forwards over PCIe counts [`PXN_PENALTY_US`] more
-    /// in the choice (not in the route's α).
+    /// in the choice (not in the route's α), and equally close NICs are
+    /// taken in turn (GPU i of a host its i-th).
     /// Returns, per node, the predecessor edge on the chosen path.
     pub fn route_tree(&self, src: usize) -> Vec<Option<EdgeIndex>> {
         self.route_tree_ties(src).0
@@ -362,9 +363,37 @@ impl Topology {
     pub fn route_tree_ties(&self, src: usize) -> (Vec<Option<EdgeIndex>>, Vec<bool>) {
         let g = &self.graph;
         let n = g.node_count();
-        // Cost = (alpha in nanoseconds rounded, -bottleneck, hops): lexicographic.
+        // Cost = (alpha in nanoseconds rounded, -bottleneck, hops, NIC
+        // turn): lexicographic.
         #[derive(PartialEq, PartialOrd, Clone, Copy)]
-        struct Cost(f64, f64, u32);
+        struct Cost(f64, f64, u32, u32);
+        // Equally close NICs are taken in turn, as NCCL hands them out: the
+        // NIC of ordinal k among its host's m NICs costs (k − i) mod m in
+        // the last place on a route from the i-th GPU of a host, so where
+        // several NICs tie GPU i takes its i-th (a rail pair, GPU i to GPU
+        // i of another host, the same on both ends).
+        let nic_turn = {
+            let mut ordinal = vec![0u32; n];
+            let mut count: HashMap<Option<&str>, u32> = HashMap::new();
+            for v in g.node_indices() {
+                if g[v].kind == NodeKind::Nic {
+                    let c = count.entry(g[v].host.as_deref()).or_insert(0);
+                    ordinal[v.index()] = *c;
+                    *c += 1;
+                }
+            }
+            let src_host = g[self.ranks[src]].host.as_deref();
+            let local = (0..src)
+                .filter(|&r| g[self.ranks[r]].host.as_deref() == src_host)
+                .count() as u32;
+            move |v: NodeIndex| -> u32 {
+                if g[v].kind != NodeKind::Nic {
+                    return 0;
+                }
+                let m = count[&g[v].host.as_deref()];
+                (ordinal[v.index()] + m - local % m) % m
+            }
+        };
         let mut best: Vec<Option<Cost>> = vec![None; n];
         let mut pred: Vec<Option<EdgeIndex>> = vec![None; n];
         let mut done = vec![false; n];
@@ -386,9 +415,9 @@ impl Topology {
             }
         }
         let s = self.ranks[src];
-        best[s.index()] = Some(Cost(0.0, -f64::INFINITY, 0));
+        best[s.index()] = Some(Cost(0.0, -f64::INFINITY, 0, 0));
         let mut heap = BinaryHeap::new();
-        heap.push(Item(Cost(0.0, -f64::INFINITY, 0), s));
+        heap.push(Item(Cost(0.0, -f64::INFINITY, 0, 0), s));
         while let Some(Item(c, u)) = heap.pop() {
             if done[u.index()] {
                 continue;
@@ -406,7 +435,7 @@ impl Topology {
                 // penalty, not the route's α.
                 let pxn = u != s && g[u].kind == NodeKind::Gpu && l.kind == "pcie";
                 let a = c.0 + l.alpha_us + if pxn { PXN_PENALTY_US } else { 0.0 };
-                let nc = Cost((a * 1e6).round() / 1e6, -bneck, c.2 + 1);
+                let nc = Cost((a * 1e6).round() / 1e6, -bneck, c.2 + 1, c.3 + nic_turn(v));
                 if best[v.index()].is_none_or(|b| nc < b) {
                     best[v.index()] = Some(nc);
                     pred[v.index()] = Some(e.id());
