@@ -277,13 +277,15 @@ fn rail_rings(topo: &Topology) -> Option<Vec<Vec<usize>>> {
 }
 
 /// Most edge-disjoint Hamiltonian cycles (each used in both directions)
-/// ring search looks for: 16 rings.
+/// ring search looks for: 16 rings (and as many directed cycles).
 const MAX_CYCLES: usize = 8;
 
 /// Edge-disjoint Hamiltonian cycles over the pair multiplicities `cap`
 /// (symmetric; a cycle uses one unit of each pair it crosses), as many as
 /// the search finds up to the degree bound ⌊min over ranks of Σ cap / 2⌋
-/// (and [`MAX_CYCLES`]). Taking the first cycle found and repeating
+/// (and [`MAX_CYCLES`]); with `directed`, arc-disjoint directed cycles (a
+/// cycle uses one unit of each pair in its own direction only) up to
+/// min over ranks of Σ cap (and 2 · [`MAX_CYCLES`]). Taking the first cycle found and repeating
 /// depends on the rank labels: on the DGX-1 cube mesh in nvidia-smi's
 /// numbering the first cycle leaves no room for a third, where the tools'
 /// numbering gives three. So when that greedy packing stops short of the
@@ -330,18 +332,18 @@ fn pack_cycles(n: usize, mut cap: Vec<Vec<u32>>, directed: bool) -> Vec<Vec<usiz
 /// crosses: in both directions, or with `directed` in its own.
 fn take(cap: &mut [Vec<u32>], cycle: &[usize], directed: bool, back: bool) {
     let n = cycle.len();
+    let step = |c: &mut u32| {
+        if back {
+            *c += 1;
+        } else {
+            *c -= 1;
+        }
+    };
     for w in 0..n {
         let (a, b) = (cycle[w], cycle[(w + 1) % n]);
-        let mut arcs = vec![(a, b)];
+        step(&mut cap[a][b]);
         if !directed {
-            arcs.push((b, a));
-        }
-        for (x, y) in arcs {
-            if back {
-                cap[x][y] += 1;
-            } else {
-                cap[x][y] -= 1;
-            }
+            step(&mut cap[b][a]);
         }
     }
 }
