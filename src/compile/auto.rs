@@ -152,12 +152,8 @@ pub fn auto_after(
     // the candidate with it has none.
     let overall = loop {
         let overall = (0..candidates.len())
-            .filter(|&c| candidates[c].max_size.is_none() && !candidates[c].band_only)
-            .min_by(|&a, &b| {
-                let total = |c: usize| -> f64 { scored.times_us[c].iter().sum() };
-                total(a).total_cmp(&total(b)).then(a.cmp(&b))
-            })
-            .unwrap_or(0);
+            .filter(|&c| candidates[c].max_size.is_none() && !candidates[c].band_only);
+        let overall = least(overall, |c| scored.times_us[c].iter().sum()).unwrap_or(0);
         if !scored.simulate_pruned(|c| c == overall)? {
             break overall;
         }
@@ -173,6 +169,22 @@ pub fn auto_after(
         overall,
         skipped,
         half_times,
+    })
+}
+
+/// Relative margin by which a candidate must be faster than one before it
+/// to be preferred: closer times are the same up to the simulator's
+/// rounding (a run that jumps over repeating tiles and one that steps
+/// through them differ by about 1e-13), and the first candidate keeps
+/// such a tie. The ring comes first, so no choice is slower than it.
+const TIE: f64 = 1e-9;
+
+/// The first of `order` that no later one is faster than by more than
+/// [`TIE`].
+fn least(order: impl IntoIterator<Item = usize>, time: impl Fn(usize) -> f64) -> Option<usize> {
+    order.into_iter().fold(None, |best, c| match best {
+        Some(b) if time(c) >= time(b) * (1.0 - TIE) => Some(b),
+        _ => Some(c),
     })
 }
 
@@ -234,13 +246,9 @@ impl Scored<'_> {
         among: impl Fn(usize) -> bool,
     ) -> Result<Option<usize>, CompileError> {
         loop {
-            let best = (0..self.candidates.len())
-                .filter(|&c| among(c))
-                .min_by(|&a, &b| {
-                    self.times_us[a][si]
-                        .total_cmp(&self.times_us[b][si])
-                        .then(a.cmp(&b))
-                });
+            let best = least((0..self.candidates.len()).filter(|&c| among(c)), |c| {
+                self.times_us[c][si]
+            });
             match best {
                 Some(c) if self.pruned[c][si] => {
                     self.simulate_pruned(|x| x == c)?;
@@ -991,11 +999,7 @@ fn choose(
     times_us: &[Vec<f64>],
 ) -> (Vec<usize>, Vec<Band>) {
     let winners: Vec<usize> = (0..sorted.len())
-        .map(|si| {
-            (0..candidates.len())
-                .min_by(|&a, &b| times_us[a][si].total_cmp(&times_us[b][si]).then(a.cmp(&b)))
-                .unwrap_or(0)
-        })
+        .map(|si| least(0..candidates.len(), |c| times_us[c][si]).unwrap_or(0))
         .collect();
     // Bands: a new band starts at the first size a different candidate
     // wins, or at the size limit of a schedule safe only up to one (its
@@ -1029,14 +1033,11 @@ fn choose(
         // schedule that runs at every size (at the largest scored size).
         bands.last_mut().expect("a band").max_bytes = Some(m - 1);
         let last = sorted.len() - 1;
-        let w = (0..candidates.len())
-            .filter(|&c| candidates[c].max_size.is_none())
-            .min_by(|&a, &b| {
-                times_us[a][last]
-                    .total_cmp(&times_us[b][last])
-                    .then(a.cmp(&b))
-            })
-            .expect("the ring runs at every size");
+        let w = least(
+            (0..candidates.len()).filter(|&c| candidates[c].max_size.is_none()),
+            |c| times_us[c][last],
+        )
+        .expect("the ring runs at every size");
         bands.push(Band {
             min_bytes: m,
             max_bytes: None,
@@ -1227,13 +1228,9 @@ impl Selection {
                     at.push((b.min_bytes, one.sizes.len() - 1));
                 }
                 let best = |j: usize| -> Option<usize> {
-                    let w = *eligible.iter().min_by(|&&x, &&y| {
-                        one.times_us[x][j]
-                            .total_cmp(&one.times_us[y][j])
-                            .then(x.cmp(&y))
-                    })?;
                     let t = |c: usize| one.times_us[c][j];
-                    ring.is_none_or(|r| t(w) <= t(r)).then_some(w)
+                    let w = least(eligible.iter().copied(), t)?;
+                    ring.is_none_or(|r| t(w) <= t(r) * (1.0 + TIE)).then_some(w)
                 };
                 // Runs of sizes with one winner (or none): (first size, winner).
                 let mut runs: Vec<(u64, Option<usize>)> = Vec::new();
