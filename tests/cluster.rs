@@ -363,6 +363,8 @@ fn links_that_cannot_bind_change_no_rate() {
             let run = |trace: bool| {
                 let o = rscc::sim::SimOptions {
                     trace,
+                    // Step by step either way (a trace never jumps).
+                    skip_periods: false,
                     ..Default::default()
                 };
                 rscc::sim::simulate(&c.program, &t, size, &o).unwrap()

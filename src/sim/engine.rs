@@ -2,6 +2,7 @@
 //! slots, flows with exact max-min fair rates recomputed per connected
 //! component of the flows whose links changed.
 
+use super::period::{self, ConnSnap, FlowSnap, Snap, TbSnap};
 use super::{LinkLoad, SharedMem, SimError, SimOptions, SimResult, TbSpan, Trace};
 use crate::ir::{Program, StepKind, Topology};
 use std::cmp::Ordering;
@@ -35,6 +36,8 @@ struct Tb {
     waiters: Vec<usize>,
     registered: bool,
     start: f64,
+    /// Its step's flow, or usize::MAX.
+    flow: usize,
 }
 
 struct Msg {
@@ -167,6 +170,18 @@ impl FlowHeap {
     fn peek(&self) -> Option<(f64, u64, usize)> {
         self.heap.first().copied()
     }
+    /// Every finish `dt` µs later, the order rebuilt (adding `dt` may
+    /// round two times to one).
+    fn shift(&mut self, dt: f64) {
+        for e in self.heap.iter_mut() {
+            e.0 += dt;
+        }
+        self.heap
+            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (i, e) in self.heap.iter().enumerate() {
+            self.pos[e.2] = i;
+        }
+    }
 }
 
 struct Event {
@@ -219,6 +234,8 @@ struct Engine<'a> {
     /// Messages a connection's buffer holds (sent, not yet taken).
     depth: u64,
     steps_executed: u64,
+    /// Tiles jumped over (`SimResult::tiles_skipped`).
+    tiles_skipped: u64,
     /// Connection of rank 0's memory (then rank r's is `mem_conn + r`):
     /// with local passes charged, a `cpy`/`re` is a flow over its GPU's
     /// memory, one pseudo-link per rank after the topology's links.
@@ -240,7 +257,29 @@ struct Engine<'a> {
     comp_flows: Vec<usize>,
     stack: Vec<usize>,
     trace: Option<Trace>,
+    /// Looking for a period (`period.rs`), while one may still be used.
+    watch: Option<Watch>,
 }
+
+/// The search for a period: snapshots at the tile boundaries of one
+/// threadblock.
+struct Watch {
+    /// The threadblock whose tile boundaries are snapshot instants.
+    at_tb: usize,
+    /// It has crossed one since the last snapshot.
+    due: bool,
+    /// Tiles of the full tile size (the last is shorter when the chunk
+    /// is not a multiple of the tile).
+    full: u64,
+    /// The latest snapshots, oldest first.
+    snaps: VecDeque<Snap>,
+}
+
+/// The longest period looked for, in tiles of the watched threadblock.
+const MAX_PERIOD: usize = 8;
+
+/// Periods in a row a jump needs.
+const RUNS: usize = 3;
 
 /// The checks every simulation passes first: ranks that match, usable
 /// options, a positive chunk count.
@@ -365,6 +404,7 @@ pub fn simulate(
                 waiters: Vec::new(),
                 registered: false,
                 start: 0.0,
+                flow: usize::MAX,
             }
         })
         .collect();
@@ -491,6 +531,27 @@ pub fn simulate(
     }
     let nl = links.len();
     let ntb = tbs.len();
+    let full = if tiles > 1 && chunk - (tiles - 1) as f64 * tile < tile {
+        tiles - 1
+    } else {
+        tiles
+    };
+    let watch = (opts.skip_periods && !opts.trace && full >= 3 && depth <= 64)
+        .then(|| {
+            // A threadblock on a connection: paced by the others (one of
+            // local passes only may run ahead to its end at once).
+            let paced = |t: &Tb| t.send_conn.is_some() || t.recv_conn.is_some();
+            tbs.iter()
+                .position(|t| !t.steps.is_empty() && paced(t))
+                .or_else(|| tbs.iter().position(|t| !t.steps.is_empty()))
+        })
+        .flatten()
+        .map(|at_tb| Watch {
+            at_tb,
+            due: false,
+            full,
+            snaps: VecDeque::new(),
+        });
     let mut eng = Engine {
         opts,
         tbs,
@@ -512,6 +573,7 @@ pub fn simulate(
         tiles,
         depth,
         steps_executed: 0,
+        tiles_skipped: 0,
         mem_conn,
         real_links,
         stamp: 0,
@@ -525,6 +587,7 @@ pub fn simulate(
         comp_flows: Vec::new(),
         stack: Vec::new(),
         trace: opts.trace.then(Trace::default),
+        watch,
     };
     eng.run()?;
     let (mut rank_end, mut link_bytes) = (eng.rank_end, eng.link_bytes);
@@ -543,6 +606,7 @@ pub fn simulate(
         rank_end_us: rank_end,
         chunk_bytes: eng.chunk,
         tiles: eng.tiles,
+        tiles_skipped: eng.tiles_skipped,
         steps_executed,
         flows,
         link_bytes: link_bytes[..real_links].to_vec(),
@@ -694,6 +758,17 @@ impl Engine<'_> {
                 if next.is_none_or(|t| t > self.now) {
                     self.flush();
                     continue;
+                }
+            }
+            if self.watch.as_ref().is_some_and(|w| w.due) && self.dirty.is_empty() {
+                let next = match (self.heap.peek(), self.finishes.peek()) {
+                    (None, None) => None,
+                    (Some(e), None) => Some(e.t),
+                    (None, Some((t, _, _))) => Some(t),
+                    (Some(e), Some((t, _, _))) => Some(e.t.min(t)),
+                };
+                if next.is_some_and(|t| t > self.now) {
+                    self.observe();
                 }
             }
             // The earlier of the next event and the next flow finish, by
@@ -873,6 +948,7 @@ impl Engine<'_> {
             }
         };
         self.tbs[tb].running = true;
+        self.tbs[tb].flow = f;
         self.push(self.now + delay, Ev::Activate(f));
     }
 
@@ -895,6 +971,11 @@ impl Engine<'_> {
             });
         }
         t.pos += 1;
+        if let Some(w) = self.watch.as_mut() {
+            if w.at_tb == tb && t.pos.is_multiple_of(t.steps.len() as u64) {
+                w.due = true;
+            }
+        }
         let waiters = std::mem::take(&mut t.waiters);
         for w in waiters {
             self.tbs[w].registered = false;
@@ -968,6 +1049,7 @@ impl Engine<'_> {
         }
         // The flow is over: nothing refers to its slot any more.
         self.free_flows.push(f);
+        self.tbs[tb].flow = usize::MAX;
         if c >= self.mem_conn {
             // A local pass: nothing is delivered.
             self.complete(tb);
@@ -1087,5 +1169,162 @@ impl Engine<'_> {
         self.comp_links = comp_links;
         self.comp_flows = comp_flows;
         self.stack = stack;
+    }
+    /// The state now, at an instant with nothing pending (`period.rs`).
+    fn snapshot(&self) -> Snap {
+        let now = self.now;
+        // When each flow joins its links or finishes, from now.
+        let mut at = vec![(f64::NAN, false); self.flows.len()];
+        for e in self.heap.iter() {
+            let Ev::Activate(f) = e.ev;
+            at[f] = (e.t - now, false);
+        }
+        for &(t, _, f) in &self.finishes.heap {
+            at[f] = (t - now, true);
+        }
+        let tbs = self
+            .tbs
+            .iter()
+            .map(|t| TbSnap {
+                pos: t.pos,
+                running: t.running,
+                registered: t.registered,
+                flow: (t.flow != usize::MAX).then(|| {
+                    let fl = &self.flows[t.flow];
+                    let (at, active) = at[t.flow];
+                    FlowSnap {
+                        conn: fl.conn,
+                        active,
+                        at,
+                        remaining: fl.remaining - fl.rate * (now - fl.last),
+                        rate: fl.rate,
+                        bytes: fl.bytes,
+                    }
+                }),
+            })
+            .collect();
+        let conns = self
+            .conns
+            .iter()
+            .map(|c| ConnSnap {
+                sent: c.sent,
+                consumed: c.consumed,
+                arrived: c
+                    .queue
+                    .iter()
+                    .enumerate()
+                    .fold(0, |b, (i, m)| b | (u64::from(m.arrived) << i)),
+            })
+            .collect();
+        Snap {
+            now,
+            tbs,
+            conns,
+            link_bytes: self.link_bytes.clone(),
+            steps_executed: self.steps_executed,
+            flows_started: self.flows_started,
+        }
+    }
+
+    /// At a tile boundary of the watched threadblock: a snapshot, and a
+    /// jump over every period the full tiles allow once the state has
+    /// repeated with some period for [`RUNS`] periods in a row, its
+    /// differences from period to period not growing faster than what a
+    /// jump may ignore (`period.rs`).
+    fn observe(&mut self) {
+        let Some(mut w) = self.watch.take() else {
+            return;
+        };
+        w.due = false;
+        let snap = self.snapshot();
+        let steps: Vec<u64> = self.tbs.iter().map(|t| t.steps.len() as u64).collect();
+        let total: Vec<u64> = self.tbs.iter().map(|t| t.total).collect();
+        // Full tiles after the one each running threadblock is in (a
+        // tile's bytes are the full tile's only below `full`).
+        let tiles_left = self
+            .tbs
+            .iter()
+            .filter(|t| t.pos < t.total)
+            .map(|t| w.full.checked_sub(t.pos / t.steps.len() as u64 + 1))
+            .try_fold(u64::MAX, |m, l| l.map(|l| m.min(l)));
+        let Some(tiles_left) = tiles_left else {
+            // Into the shorter last tile: no period can be used any more.
+            return;
+        };
+        let n = w.snaps.len();
+        for lag in (1..=MAX_PERIOD).take_while(|&lag| RUNS * lag <= n) {
+            // The last RUNS periods of `lag` snapshots, newest first.
+            let chain: Vec<&Snap> = std::iter::once(&snap)
+                .chain((1..=RUNS).map(|i| &w.snaps[n - i * lag]))
+                .collect();
+            let runs: Option<Vec<(u64, f64)>> = chain
+                .windows(2)
+                .map(|x| period::period(x[1], x[0], &steps, &total))
+                .collect();
+            let Some(runs) = runs.filter(|r| r.iter().all(|x| x.0 == r[0].0)) else {
+                continue;
+            };
+            let p = runs[0].0;
+            let q = tiles_left / p;
+            if q == 0 {
+                // Past this point fewer than p full tiles are left.
+                return;
+            }
+            if period::stable(&runs, q, snap.now) {
+                let a = chain[1].clone();
+                self.jump(&a, &snap, p, q);
+                return;
+            }
+        }
+        if w.snaps.len() == RUNS * MAX_PERIOD {
+            w.snaps.pop_front();
+        }
+        w.snaps.push_back(snap);
+        self.watch = Some(w);
+    }
+
+    /// Continue from q periods after `b`, each period the change from `a`
+    /// to `b` (p tiles of every threadblock that has not finished).
+    fn jump(&mut self, a: &Snap, b: &Snap, p: u64, q: u64) {
+        let dt = (b.now - a.now) * q as f64;
+        for t in self.tbs.iter_mut().filter(|t| t.pos < t.total) {
+            t.pos += q * p * t.steps.len() as u64;
+            t.start += dt;
+        }
+        for (c, conn) in self.conns.iter_mut().enumerate() {
+            let d = q * (b.conns[c].sent - a.conns[c].sent);
+            conn.sent += d;
+            conn.consumed += d;
+        }
+        for t in &self.tbs {
+            if t.flow != usize::MAX {
+                let fl = &mut self.flows[t.flow];
+                fl.last += dt;
+                fl.seq += q * (b.conns[fl.conn].sent - a.conns[fl.conn].sent);
+            }
+        }
+        let mut events = std::mem::take(&mut self.heap).into_vec();
+        for e in events.iter_mut() {
+            e.t += dt;
+        }
+        self.heap = BinaryHeap::from(events);
+        self.finishes.shift(dt);
+        for (l, x) in self.link_bytes.iter_mut().enumerate() {
+            *x += q as f64 * (b.link_bytes[l] - a.link_bytes[l]);
+        }
+        self.steps_executed += q * (b.steps_executed - a.steps_executed);
+        self.flows_started += q * (b.flows_started - a.flows_started);
+        // What finished within the period finishes within every later one.
+        for e in self
+            .rank_end
+            .iter_mut()
+            .chain(std::iter::once(&mut self.end))
+        {
+            if *e > a.now {
+                *e += dt;
+            }
+        }
+        self.now += dt;
+        self.tiles_skipped = q * p;
     }
 }

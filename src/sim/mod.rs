@@ -10,6 +10,7 @@
 
 mod engine;
 mod fold;
+mod period;
 pub mod programs;
 pub mod report;
 pub mod trace;
@@ -56,6 +57,11 @@ pub struct SimOptions {
     /// times and loads). Off with a trace, which records every
     /// threadblock, and under `shared_mem`.
     pub fold: bool,
+    /// Jump over tiles that repeat (`period.rs`): once the whole state
+    /// at a tile boundary is the state of an earlier boundary shifted in
+    /// time (within rounding), the run goes on from as many periods later
+    /// as the full tiles allow. Off with a trace.
+    pub skip_periods: bool,
 }
 
 /// The cost of a step on the CPU executor: the memory it touches (`s`,
@@ -140,6 +146,7 @@ impl Default for SimOptions {
             shared_mem: None,
             trace: false,
             fold: true,
+            skip_periods: true,
         }
     }
 }
@@ -184,6 +191,10 @@ pub struct SimResult {
     pub chunk_bytes: f64,
     /// Tiles per chunk replayed.
     pub tiles: u64,
+    /// Tiles of every threadblock jumped over as repeats of a period
+    /// (`SimOptions::skip_periods`), each counted in `steps_executed`,
+    /// `flows` and `link_bytes` as if run.
+    pub tiles_skipped: u64,
     /// Step executions (steps × tiles).
     pub steps_executed: u64,
     /// Network transfers (flows) simulated.
