@@ -741,6 +741,16 @@ impl Engine<'_> {
         (self.chunk - start).min(self.tile).max(0.0)
     }
 
+    /// When the next event or flow finish is due.
+    fn next_instant(&self) -> Option<f64> {
+        match (self.heap.peek(), self.finishes.peek()) {
+            (None, None) => None,
+            (Some(e), None) => Some(e.t),
+            (None, Some((t, _, _))) => Some(t),
+            (Some(e), Some((t, _, _))) => Some(e.t.min(t)),
+        }
+    }
+
     fn run(&mut self) -> Result<(), SimError> {
         loop {
             while let Some(tb) = self.work.pop() {
@@ -748,28 +758,17 @@ impl Engine<'_> {
             }
             // Rates change only between instants: every flow change at
             // `now` is in before the components are recomputed, once.
-            if !self.dirty.is_empty() {
-                let next = match (self.heap.peek(), self.finishes.peek()) {
-                    (None, None) => None,
-                    (Some(e), None) => Some(e.t),
-                    (None, Some((t, _, _))) => Some(t),
-                    (Some(e), Some((t, _, _))) => Some(e.t.min(t)),
-                };
-                if next.is_none_or(|t| t > self.now) {
-                    self.flush();
-                    continue;
-                }
+            if !self.dirty.is_empty() && self.next_instant().is_none_or(|t| t > self.now) {
+                self.flush();
+                continue;
             }
-            if self.watch.as_ref().is_some_and(|w| w.due) && self.dirty.is_empty() {
-                let next = match (self.heap.peek(), self.finishes.peek()) {
-                    (None, None) => None,
-                    (Some(e), None) => Some(e.t),
-                    (None, Some((t, _, _))) => Some(t),
-                    (Some(e), Some((t, _, _))) => Some(e.t.min(t)),
-                };
-                if next.is_some_and(|t| t > self.now) {
-                    self.observe();
-                }
+            // Nothing pending at `now`: where a tile of the watched
+            // threadblock has ended, a snapshot.
+            if self.watch.as_ref().is_some_and(|w| w.due)
+                && self.dirty.is_empty()
+                && self.next_instant().is_some_and(|t| t > self.now)
+            {
+                self.observe();
             }
             // The earlier of the next event and the next flow finish, by
             // (time, sequence number).
