@@ -189,3 +189,32 @@ fn a_file_that_breaks_a_rule_is_simulated_with_a_warning() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `--step-by-step` runs every tile; the table agrees with the default
+/// run, which jumps over repeating tiles (docs/cost-model.md §4.3).
+#[test]
+fn step_by_step_agrees_with_the_jumping_run() {
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "simulate",
+            "schedules/dgx-h100/rs.xml",
+            "--topo",
+            "topologies/dgx-h100.json",
+            "--sizes",
+            "1G,4G",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = common::rscc(&args);
+        assert_eq!(code, 0, "{err}");
+        let v: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+        v.iter()
+            .map(|r| r["time_us"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let (jump, step) = (run(&[]), run(&["--step-by-step"]));
+    assert_eq!(jump.len(), 2);
+    for (a, b) in jump.iter().zip(&step) {
+        assert!((a - b).abs() <= 1e-9 * b, "{a} vs {b}");
+    }
+}

@@ -27,6 +27,10 @@ pub struct SimulateArgs {
     /// Treat each chunk as one message (no tile pipelining).
     #[arg(long)]
     pub no_tiling: bool,
+    /// Run every tile, never jumping over tiles that repeat (the times
+    /// agree to about 1e-13; docs/cost-model.md §4.3).
+    #[arg(long)]
+    pub step_by_step: bool,
     /// Machine-readable output: one object per size.
     #[arg(long)]
     pub json: bool,
@@ -50,6 +54,7 @@ fn sim_err(e: SimError) -> CliError {
 pub fn options(args: &SimulateArgs) -> Result<SimOptions, CliError> {
     let mut o = SimOptions {
         tiling: !args.no_tiling,
+        skip_periods: !args.step_by_step,
         ..SimOptions::for_runtime(args.runtime.runtime())
     };
     if let Some(t) = &args.tile {
