@@ -1326,3 +1326,34 @@ impl Selection {
         FallThrough { files, left }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_later_candidate_wins_only_by_more_than_rounding() {
+        let t = [100.0, 100.0 * (1.0 - 1e-12), 99.0, 99.0 * (1.0 - 1e-10)];
+        // 1 is 100 up to rounding: 0 keeps it; 2 is faster; 3 is 2 up
+        // to rounding.
+        assert_eq!(least(0..2, |c| t[c]), Some(0));
+        assert_eq!(least(0..4, |c| t[c]), Some(2));
+        assert_eq!(least([1, 0], |c| t[c]), Some(1));
+        assert_eq!(least(std::iter::empty(), |c: usize| t[c]), None);
+        // An unfinished run (∞) loses to any time and keeps a tie with
+        // another.
+        let u = [f64::INFINITY, 5.0, f64::INFINITY];
+        assert_eq!(least(0..3, |c| u[c]), Some(1));
+        assert_eq!(least([0, 2], |c| u[c]), Some(0));
+    }
+
+    #[test]
+    fn rounded_keys_equal_times_up_to_rounding() {
+        let a = 27395.3336;
+        assert_eq!(rounded(a), rounded(a * (1.0 + 1e-15)));
+        assert_eq!(rounded(a), rounded(a * (1.0 - 1e-15)));
+        assert!(rounded(a) < rounded(a * (1.0 + 1e-8)));
+        assert!((rounded(a) - a).abs() <= a * 1e-9);
+        assert_eq!(rounded(f64::INFINITY), f64::INFINITY);
+    }
+}
