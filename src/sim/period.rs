@@ -14,9 +14,12 @@
 //! buffer (messages sent, taken, and which have arrived). Times are
 //! compared relative to the instant and, like bytes and rates, within a
 //! billionth: floating point does not repeat bit for bit, and a state that
-//! converges to a period comes within that and is taken from there. What
-//! a run's time then differs from the step-by-step run's is of the
-//! order of that tolerance (docs/cost-model.md §2).
+//! converges to a period comes within that and is taken from there. A
+//! jump needs the same period three times in a row, with differences
+//! from period to period that do not grow faster than the jump may ignore
+//! ([`stable`]): a repeat on an unstable orbit is one the step-by-step run
+//! leaves. The jumping run's time then differs from the step-by-step
+//! run's by rounding, about 1e-13 of it (docs/cost-model.md §4.3).
 
 /// A threadblock's flow at a snapshot.
 #[derive(Debug, Clone, Copy)]
