@@ -28,7 +28,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub no_tiling: bool,
     /// Run every tile, never jumping over tiles that repeat (the times
-    /// agree to about 1e-13; docs/cost-model.md §4.3).
+    /// agree within 1e-10; docs/cost-model.md §4.3).
     #[arg(long)]
     pub step_by_step: bool,
     /// Machine-readable output: one object per size.

@@ -175,7 +175,7 @@ pub fn auto_after(
 /// Relative margin by which a candidate must be faster than one before it
 /// to be preferred: closer times are the same up to the simulator's
 /// rounding (a run that jumps over repeating tiles and one that steps
-/// through them differ by about 1e-13), and the first candidate keeps
+/// through them differ by less than 1e-10), and the first candidate keeps
 /// such a tie. The ring comes first, so no choice is slower than it.
 const TIE: f64 = 1e-9;
 

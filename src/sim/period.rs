@@ -19,7 +19,7 @@
 //! from period to period that do not grow faster than the jump may ignore
 //! ([`stable`]): a repeat on an unstable orbit is one the step-by-step run
 //! leaves. The jumping run's time then differs from the step-by-step
-//! run's by rounding, about 1e-13 of it (docs/cost-model.md §4.3).
+//! run's by rounding, within 1e-10 of it (docs/cost-model.md §4.3).
 
 /// A threadblock's flow at a snapshot.
 #[derive(Debug, Clone, Copy)]
