@@ -151,9 +151,9 @@ pub fn auto_after(
     // Pruned cells hold lower bounds, so the least total is certain once
     // the candidate with it has none.
     let overall = loop {
-        let overall = (0..candidates.len())
+        let serve_all = (0..candidates.len())
             .filter(|&c| candidates[c].max_size.is_none() && !candidates[c].band_only);
-        let overall = least(overall, |c| scored.times_us[c].iter().sum()).unwrap_or(0);
+        let overall = least(serve_all, |c| scored.times_us[c].iter().sum()).unwrap_or(0);
         if !scored.simulate_pruned(|c| c == overall)? {
             break overall;
         }
@@ -179,8 +179,8 @@ pub fn auto_after(
 /// such a tie. The ring comes first, so no choice is slower than it.
 const TIE: f64 = 1e-9;
 
-/// The first of `order` that no later one is faster than by more than
-/// [`TIE`].
+/// The best of `order`, taken in turn: the first, replaced by each later
+/// one that is faster than the best so far by more than [`TIE`].
 fn least(order: impl IntoIterator<Item = usize>, time: impl Fn(usize) -> f64) -> Option<usize> {
     order.into_iter().fold(None, |best, c| match best {
         Some(b) if time(c) >= time(b) * (1.0 - TIE) => Some(b),

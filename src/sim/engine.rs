@@ -271,6 +271,9 @@ struct Watch {
     /// Tiles of the full tile size (the last is shorter when the chunk
     /// is not a multiple of the tile).
     full: u64,
+    /// Per threadblock: steps per tile, and steps in all.
+    steps: Vec<u64>,
+    total: Vec<u64>,
     /// The latest snapshots, oldest first.
     snaps: VecDeque<Snap>,
 }
@@ -550,6 +553,8 @@ pub fn simulate(
             at_tb,
             due: false,
             full,
+            steps: tbs.iter().map(|t| t.steps.len() as u64).collect(),
+            total: tbs.iter().map(|t| t.total).collect(),
             snaps: VecDeque::new(),
         });
     let mut eng = Engine {
@@ -1169,6 +1174,7 @@ impl Engine<'_> {
         self.comp_flows = comp_flows;
         self.stack = stack;
     }
+
     /// The state now, at an instant with nothing pending (`period.rs`).
     fn snapshot(&self) -> Snap {
         let now = self.now;
@@ -1236,8 +1242,6 @@ impl Engine<'_> {
         };
         w.due = false;
         let snap = self.snapshot();
-        let steps: Vec<u64> = self.tbs.iter().map(|t| t.steps.len() as u64).collect();
-        let total: Vec<u64> = self.tbs.iter().map(|t| t.total).collect();
         // Full tiles after the one each running threadblock is in (a
         // tile's bytes are the full tile's only below `full`).
         let tiles_left = self
@@ -1258,7 +1262,7 @@ impl Engine<'_> {
                 .collect();
             let runs: Option<Vec<(u64, f64)>> = chain
                 .windows(2)
-                .map(|x| period::period(x[1], x[0], &steps, &total))
+                .map(|x| period::period(x[1], x[0], &w.steps, &w.total))
                 .collect();
             let Some(runs) = runs.filter(|r| r.iter().all(|x| x.0 == r[0].0)) else {
                 continue;
