@@ -7,7 +7,7 @@ mod common;
 
 use common::hosts;
 use rscc::compile::{compile, CompileOptions};
-use rscc::ir::Program;
+use rscc::ir::{Collective, Program};
 use rscc::synth::Algo;
 
 fn max_tbs(p: &Program) -> usize {
@@ -441,4 +441,78 @@ fn rail_lanes_carry_16_mib_near_the_bound_on_two_hosts() {
         sel.times_us[w][0]
     );
     runs_correct(&sel.candidates[w].program, 64 << 10, name);
+}
+
+/// Rail lanes with the owner's own host in one message per host-mate
+/// (docs/algorithms.md "Hierarchical"): on 4 × DGX-H100 at 16 MiB three
+/// lanes keep the NICs busy from 8 µs, and with the own host's round
+/// unsplit the owner's port finishes with them (with that round in
+/// pieces too, 87.9 % of the bound); under RCCL the round keeps its pieces.
+#[test]
+fn own_host_round_in_one_message_reaches_the_bound_on_four_hosts() {
+    let t = hosts("dgx-h100", 4);
+    let s = 16u64 << 20;
+    let sel = rscc::compile::auto(
+        &t,
+        &CompileOptions::default(),
+        &[s],
+        &Default::default(),
+        None,
+    )
+    .unwrap();
+    let w = sel.winners[0];
+    let name = &sel.candidates[w].algorithm.name;
+    assert_eq!(name, "hier-c3", "16 MiB pick");
+    let bound = rscc::bound::alpha_bound_us(&t, rscc::ir::Collective::ReduceScatter, s).unwrap();
+    assert!(
+        sel.times_us[w][0] * 0.9 <= bound,
+        "{name} {:.2} µs against the bound {bound:.2} µs",
+        sel.times_us[w][0]
+    );
+    runs_correct(&sel.candidates[w].program, 64 << 10, name);
+    // One message per host-mate into the owner: rank 0 sends its
+    // host-mate rank 1 three pieces per remote host and rank 1's own
+    // shard whole.
+    let sends = |p: &Program| -> usize {
+        p.gpus[0]
+            .tbs
+            .iter()
+            .filter(|tb| tb.send == 1)
+            .map(|tb| tb.steps.iter().filter(|st| st.kind.sends()).count())
+            .sum()
+    };
+    assert_eq!(sends(&sel.candidates[w].program), 3 * 3 + 1);
+    // Where the runtime reduces in a pass of its own after each message
+    // (RCCL), and for an allreduce, the own host's round keeps its pieces.
+    use rscc::synth::Synthesizer;
+    for (local_passes, op, whole) in [
+        (false, Collective::ReduceScatter, true),
+        (false, Collective::AllGather, true),
+        (true, Collective::ReduceScatter, false),
+        (false, Collective::AllReduce, false),
+    ] {
+        let mut ctx = rscc::synth::Context::new(&t, &Default::default()).unwrap();
+        ctx.local_passes = local_passes;
+        ctx.op = op;
+        let offer = rscc::synth::hier::Hier.offer(&ctx).unwrap();
+        let c3 = offer
+            .more
+            .into_iter()
+            .flatten()
+            .map(|c| c())
+            .find(|a| a.name == "hier-c3")
+            .expect("hier-c3 offered");
+        // Rank 1's contributions to rank 0's own shard (chunks 0..3).
+        let steps: std::collections::BTreeSet<usize> = c3
+            .transfers
+            .iter()
+            .filter(|x| x.src == 1 && x.dst == 0 && x.chunk < 3)
+            .map(|x| x.step)
+            .collect();
+        assert_eq!(
+            steps.len(),
+            if whole { 1 } else { 3 },
+            "{op:?} {local_passes}"
+        );
+    }
 }

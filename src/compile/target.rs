@@ -116,6 +116,7 @@ impl<'t> Target<'t> {
     pub fn context(&self, opts: &SynthOptions) -> Result<Context<'_>, SynthError> {
         let mut ctx = Context::new(&self.synth_topo, opts)?;
         ctx.local_passes = self.local_passes;
+        ctx.op = self.op;
         Ok(ctx)
     }
 

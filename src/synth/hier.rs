@@ -18,7 +18,7 @@
 //! (`synth/mix.rs`) finds by mixing m = 0 and m = 1.
 
 use super::{Context, Offer, SynthError, Synthesizer};
-use crate::ir::{Algorithm, Spec, Topology, Transfer};
+use crate::ir::{Algorithm, Collective, Spec, Topology, Transfer};
 
 /// The hierarchical synthesizer.
 pub struct Hier;
@@ -105,7 +105,11 @@ impl Synthesizer for Hier {
                         .map(|&f| {
                             let hs = hs.clone();
                             let spec = Spec::reduce_scatter(spec.ranks, chunks);
-                            Box::new(move || hier_tree_lanes(spec, &hs, f)) as super::Candidate
+                            // The owner's own host in one message per
+                            // host-mate (`hier_tree_lanes`).
+                            let whole = !ctx.local_passes && ctx.op != Collective::AllReduce;
+                            Box::new(move || hier_tree_lanes(spec, &hs, f, whole))
+                                as super::Candidate
                         })
                         .collect(),
                 );
@@ -281,7 +285,7 @@ pub fn hier_tree(
     radix: usize,
     spread: usize,
 ) -> Algorithm {
-    build(spec, hosts, abroad, Rail::Radix(radix), spread, 1)
+    build(spec, hosts, abroad, Rail::Radix(radix), spread, 1, false)
 }
 
 /// `hier_tree` with C = `spec.chunks()` ≥ 2 chunks per shard, each chunk
@@ -291,8 +295,29 @@ pub fn hier_tree(
 /// pay their rail α side by side, so the NICs start after one chunk's
 /// worth of intra-host traffic instead of one shard's (docs/algorithms.md
 /// "Hierarchical", "Rail lanes").
-pub fn hier_tree_lanes(spec: Spec, hosts: &[Vec<usize>], radix: usize) -> Algorithm {
-    build(spec, hosts, 0, Rail::Radix(radix), 1, spec.chunks())
+///
+/// With `whole_own` the owner's host-mates send it their contributions as
+/// one message each: nothing of them crosses a rail, so pieces would only
+/// add α rounds on the owner's port. `hier` sets it but where the runtime
+/// reduces in a local pass after each message (RCCL: pieces overlap that
+/// pass with the next piece's transfer) and for an allreduce (whose
+/// broadcast, the dual, would then send the owner's shard to its
+/// host-mates only once all of it is reduced).
+pub fn hier_tree_lanes(
+    spec: Spec,
+    hosts: &[Vec<usize>],
+    radix: usize,
+    whole_own: bool,
+) -> Algorithm {
+    build(
+        spec,
+        hosts,
+        0,
+        Rail::Radix(radix),
+        1,
+        spec.chunks(),
+        whole_own,
+    )
 }
 
 /// The hierarchical algorithm whose rail phase is recursive halving: per
@@ -304,7 +329,7 @@ pub fn hier_tree_lanes(spec: Spec, hosts: &[Vec<usize>], radix: usize) -> Algori
 /// for `hier`'s radix trees, which clear the lowest digit instead
 /// (`--algo hier-halving`).
 pub fn hier_halving(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
-    build(spec, hosts, 0, Rail::Halving, 1, 1)
+    build(spec, hosts, 0, Rail::Halving, 1, 1, false)
 }
 
 /// Most rail peers a rank of `hier_pat` may have (all on one channel:
@@ -549,6 +574,7 @@ fn build(
     rail: Rail,
     spread: usize,
     lanes: usize,
+    whole_own: bool,
 ) -> Algorithm {
     let spread = spread.max(1);
     // With rail lanes every chunk of a shard is a step of its own (chunk j
@@ -578,6 +604,9 @@ fn build(
                 // send waits for one shard's worth of intra-host traffic
                 // per tile, not all of it.
                 let q = (ho + nh - h - 1) % nh;
+                // The owner's own host (q = H − 1) with `whole_own`: each
+                // host-mate's contribution as one message.
+                let j = if whole_own && h == ho { 0 } else { j };
                 for (k, &s) in members.iter().enumerate() {
                     if k == ko {
                         continue;
@@ -698,14 +727,17 @@ mod tests {
     }
 
     /// Rail lanes: a valid in-tree per chunk, every chunk of a transfer a
-    /// step of its own, and chunk j of a shard across the rail on lane j
-    /// mod C (a logical channel each), moving what the one-chunk tree moves.
+    /// step of its own (but into the owner from its host-mates with
+    /// `whole_own`: one message per host-mate), and chunk j of a shard
+    /// across the rail on lane j mod C (a logical channel each), moving
+    /// what the one-chunk tree moves.
     #[test]
     fn rail_lanes_step_and_route_each_chunk_apart() {
-        for (nh, g, c) in [(2usize, 4usize, 2usize), (4, 2, 3), (5, 2, 2), (2, 4, 4)] {
+        let cases = [(2usize, 4usize, 2usize), (4, 2, 3), (5, 2, 2), (2, 4, 4)];
+        for ((nh, g, c), whole) in cases.into_iter().flat_map(|x| [(x, false), (x, true)]) {
             let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..(h + 1) * g).collect()).collect();
             let one = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, nh, 1);
-            let a = hier_tree_lanes(Spec::reduce_scatter(nh * g, c), &hs, nh);
+            let a = hier_tree_lanes(Spec::reduce_scatter(nh * g, c), &hs, nh, whole);
             a.check()
                 .unwrap_or_else(|e| panic!("H={nh} g={g} C={c}: {e}"));
             assert_eq!(a.name, format!("hier-c{c}"));
@@ -725,7 +757,8 @@ mod tests {
                 all.iter().collect::<std::collections::BTreeSet<_>>().len(),
                 c
             );
-            // Chunks of one shard between one pair move at steps of their own.
+            // Chunks of one shard between one pair move at steps of their
+            // own (with `whole_own` the owner's host-mates' at one step).
             let mut steps = std::collections::BTreeMap::new();
             for t in &a.transfers {
                 steps
@@ -733,11 +766,13 @@ mod tests {
                     .or_insert_with(Vec::new)
                     .push(t.step);
             }
-            for v in steps.values_mut() {
+            for (&(src, dst, owner), v) in steps.iter_mut() {
                 let n = v.len();
                 v.sort_unstable();
                 v.dedup();
-                assert_eq!(v.len(), n, "H={nh} g={g} C={c}");
+                let into_owner = dst == owner && host(src) == host(dst);
+                let want = if whole && into_owner { 1 } else { n };
+                assert_eq!(v.len(), want, "H={nh} g={g} C={c} {src}->{dst}");
             }
         }
     }

@@ -29,7 +29,7 @@ pub mod sccl;
 pub mod tree;
 
 use crate::ir::msccl;
-use crate::ir::{Algorithm, Topology};
+use crate::ir::{Algorithm, Collective, Topology};
 use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -258,6 +258,10 @@ pub struct Context<'t> {
     /// arrived (RCCL: receive, then `re`), not on the fly: forms that only
     /// overlap those passes with the wire are offered where this holds.
     pub local_passes: bool,
+    /// The op the reduce-scatters are made for: an allreduce composes each
+    /// with its dual, so a shard's reduction feeds its broadcast piece by
+    /// piece.
+    pub op: Collective,
     shared: RefCell<HashMap<TypeId, Rc<dyn Any>>>,
 }
 
@@ -269,6 +273,7 @@ impl<'t> Context<'t> {
             topo,
             opts: opts.clone(),
             local_passes: false,
+            op: Collective::ReduceScatter,
             shared: RefCell::new(HashMap::new()),
         })
     }
