@@ -294,8 +294,7 @@ fn one_gpu_per_host_gets_the_butterfly() {
     }
     let w = sel.winners[0];
     assert!(sel.times_us[w][0] * 10.0 <= sel.times_us[ring][0]);
-    let bound =
-        rscc::bound::alpha_bound_us(&t, rscc::ir::Collective::ReduceScatter, 1 << 30).unwrap();
+    let bound = rscc::bound::alpha_bound_us(&t, Collective::ReduceScatter, 1 << 30).unwrap();
     let big = sel.times_us[sel.winners[1]][1];
     assert!(
         big <= bound * 1.01,
@@ -414,14 +413,10 @@ fn three_channel_star_serves_small_messages_on_few_hosts() {
     runs_correct(&sel.candidates[w].program, 4096, "hier-s3");
 }
 
-/// Rail lanes (docs/algorithms.md "Hierarchical"): with C chunks per
-/// shard, each a step and a rail lane of its own, the NICs start after
-/// one chunk of intra-host traffic. On 2 × DGX-A100 at 16 MiB four lanes
-/// are what reaches 0.9 of the bound (three: 89.2 %), and the file
-/// computes the reduce-scatter.
-#[test]
-fn rail_lanes_carry_16_mib_near_the_bound_on_two_hosts() {
-    let t = hosts("dgx-a100", 2);
+/// `auto`'s pick at 16 MiB on `h` hosts of `kind`: named `want`, within
+/// 0.9 of the bound, and computing the reduce-scatter.
+fn lanes_at_16_mib(kind: &str, h: usize, want: &str) -> Program {
+    let t = hosts(kind, h);
     let s = 16u64 << 20;
     let sel = rscc::compile::auto(
         &t,
@@ -433,14 +428,24 @@ fn rail_lanes_carry_16_mib_near_the_bound_on_two_hosts() {
     .unwrap();
     let w = sel.winners[0];
     let name = &sel.candidates[w].algorithm.name;
-    assert_eq!(name, "hier-c4", "16 MiB pick");
-    let bound = rscc::bound::alpha_bound_us(&t, rscc::ir::Collective::ReduceScatter, s).unwrap();
+    assert_eq!(name, want, "16 MiB pick on {h} × {kind}");
+    let bound = rscc::bound::alpha_bound_us(&t, Collective::ReduceScatter, s).unwrap();
     assert!(
         sel.times_us[w][0] * 0.9 <= bound,
         "{name} {:.2} µs against the bound {bound:.2} µs",
         sel.times_us[w][0]
     );
     runs_correct(&sel.candidates[w].program, 64 << 10, name);
+    sel.candidates[w].program.clone()
+}
+
+/// Rail lanes (docs/algorithms.md "Hierarchical"): with C chunks per
+/// shard, each a step and a rail lane of its own, the NICs start after
+/// one chunk of intra-host traffic. On 2 × DGX-A100 at 16 MiB four lanes
+/// reach 0.9 of the bound.
+#[test]
+fn rail_lanes_carry_16_mib_near_the_bound_on_two_hosts() {
+    lanes_at_16_mib("dgx-a100", 2, "hier-c4");
 }
 
 /// Rail lanes with the owner's own host in one message per host-mate
@@ -450,26 +455,8 @@ fn rail_lanes_carry_16_mib_near_the_bound_on_two_hosts() {
 /// pieces too, 87.9 % of the bound); under RCCL the round keeps its pieces.
 #[test]
 fn own_host_round_in_one_message_reaches_the_bound_on_four_hosts() {
+    let program = lanes_at_16_mib("dgx-h100", 4, "hier-c3");
     let t = hosts("dgx-h100", 4);
-    let s = 16u64 << 20;
-    let sel = rscc::compile::auto(
-        &t,
-        &CompileOptions::default(),
-        &[s],
-        &Default::default(),
-        None,
-    )
-    .unwrap();
-    let w = sel.winners[0];
-    let name = &sel.candidates[w].algorithm.name;
-    assert_eq!(name, "hier-c3", "16 MiB pick");
-    let bound = rscc::bound::alpha_bound_us(&t, rscc::ir::Collective::ReduceScatter, s).unwrap();
-    assert!(
-        sel.times_us[w][0] * 0.9 <= bound,
-        "{name} {:.2} µs against the bound {bound:.2} µs",
-        sel.times_us[w][0]
-    );
-    runs_correct(&sel.candidates[w].program, 64 << 10, name);
     // One message per host-mate into the owner: rank 0 sends its
     // host-mate rank 1 three pieces per remote host and rank 1's own
     // shard whole.
@@ -481,7 +468,7 @@ fn own_host_round_in_one_message_reaches_the_bound_on_four_hosts() {
             .map(|tb| tb.steps.iter().filter(|st| st.kind.sends()).count())
             .sum()
     };
-    assert_eq!(sends(&sel.candidates[w].program), 3 * 3 + 1);
+    assert_eq!(sends(&program), 3 * 3 + 1);
     // Where the runtime reduces in a pass of its own after each message
     // (RCCL), and for an allreduce, the own host's round keeps its pieces.
     use rscc::synth::Synthesizer;
