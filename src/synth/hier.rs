@@ -18,6 +18,7 @@
 //! (`synth/mix.rs`) finds by mixing m = 0 and m = 1.
 
 use super::{Context, Offer, SynthError, Synthesizer};
+use crate::ir::msccl::MAX_TBS_PER_CHANNEL;
 use crate::ir::{Algorithm, Collective, Spec, Topology, Transfer};
 
 /// The hierarchical synthesizer.
@@ -45,7 +46,12 @@ impl Synthesizer for Hier {
         let spec = Spec::reduce_scatter(ctx.ranks(), ctx.opts.chunks.unwrap_or(1));
         // Shallowest first: the driver emits the first that fits the
         // runtime's limits (a star over H hosts needs H − 1 rail peers).
-        let radices = rail_radices(hs.len());
+        // Fewest relays first for a reduction, not for a broadcast
+        // (`rail_radices`), and not with one GPU per host, where the
+        // butterfly below (`hier_pat`) is as fast at every size on fewer
+        // threadblocks than the larger radices.
+        let fewest = ctx.op != Collective::AllGather && hs[0].len() >= 2;
+        let radices = rail_radices(hs.len(), fewest);
         let candidates = radices
             .iter()
             .map(|&f| {
@@ -207,13 +213,33 @@ pub fn groups(topo: &Topology) -> Option<Vec<Vec<usize>>> {
     None
 }
 
-/// The rail trees `hier` offers for `nh` hosts, shallowest first: the star
-/// (radix ≥ nh: every host's partial sum goes straight to the owner, one
-/// α), then radix ⌈√nh⌉ (depth 2) and the powers of two below it down to
-/// the binomial tree (depth ⌈log₂ nh⌉, 2·⌈log₂ nh⌉ rail peers per GPU).
-pub fn rail_radices(nh: usize) -> Vec<usize> {
+/// The rail trees `hier` offers for `nh` hosts: the star (radix ≥ nh:
+/// every host's partial sum goes straight to the owner, one α), then
+/// radix ⌈√nh⌉ (depth 2) and the powers of two below it down to the
+/// binomial tree (depth ⌈log₂ nh⌉, 2·⌈log₂ nh⌉ rail peers per GPU).
+///
+/// With `fewest_relays`, radices halving from nh / 2 down to ⌈√nh⌉ come
+/// between the star and ⌈√nh⌉: all of depth 2, each with fewer hosts that
+/// forward a partial sum than the next (at radix f, ⌈nh / f⌉ − 1 of
+/// them) and more rail peers, so the driver's first fit within the
+/// threadblock budget is the tree with the fewest relays that fits. A
+/// reduction wants that (a parent takes its children's partial sums as the
+/// rail order staggers them); a broadcast (an allgather, the dual) does
+/// not: a parent's NIC is shared by all its children at once and each
+/// relay forwards its tile only when the tile is through. A depth-2 radix
+/// with more rail peers than one channel takes (MSCCL's 32 threadblocks
+/// with a send peer per channel), (f − 1) + ⌈nh / f⌉ − 1, is left out:
+/// the driver would refuse it, after building it.
+pub fn rail_radices(nh: usize, fewest_relays: bool) -> Vec<usize> {
     let mut out = vec![nh.max(2)];
     let root = (1..=nh).find(|f| f * f >= nh).unwrap_or(nh);
+    let mut f = nh / 2;
+    while fewest_relays && f > root {
+        if f - 1 + nh.div_ceil(f) - 1 <= MAX_TBS_PER_CHANNEL {
+            out.push(f);
+        }
+        f /= 2;
+    }
     let mut f = root;
     while f >= 2 {
         if f < nh && !out.contains(&f) {
@@ -829,6 +855,28 @@ mod tests {
         }
     }
 
+    /// Fewest relays first: the star, the depth-2 radices from H / 2 down
+    /// to ⌈√H⌉, then the deeper powers of two; without, the star, ⌈√H⌉
+    /// and the powers of two below it.
+    #[test]
+    fn rail_radices_fewest_relays_first() {
+        assert_eq!(rail_radices(2, true), vec![2]);
+        assert_eq!(rail_radices(4, true), vec![4, 2]);
+        assert_eq!(rail_radices(8, true), vec![8, 4, 3, 2]);
+        assert_eq!(rail_radices(8, false), vec![8, 3, 2]);
+        assert_eq!(rail_radices(32, true), vec![32, 16, 8, 6, 4, 2]);
+        assert_eq!(rail_radices(32, false), vec![32, 6, 4, 2]);
+        // 64 and 32 would have 64 and 34 rail peers on one channel.
+        assert_eq!(rail_radices(128, true), vec![128, 16, 12, 8, 4, 2]);
+        assert_eq!(rail_radices(64, true), vec![64, 32, 16, 8, 4, 2]);
+        for nh in 2..300 {
+            let r = rail_radices(nh, true);
+            let depth2 = r.iter().take_while(|&&f| f * f >= nh).count();
+            assert!(r[..depth2].windows(2).all(|w| w[0] > w[1]), "{nh}: {r:?}");
+            assert!(r[depth2..].iter().all(|&f| f * f < nh), "{nh}: {r:?}");
+        }
+    }
+
     /// Every rail tree is a valid in-tree per shard that moves what the
     /// star moves (H − 1 partial sums sent and received per GPU on its
     /// rail), with at most (f − 1)·⌈log_f H⌉ rail peers each way.
@@ -837,7 +885,7 @@ mod tests {
         for nh in [2usize, 3, 5, 8, 12, 16, 64] {
             let g = 2;
             let hs: Vec<Vec<usize>> = (0..nh).map(|h| vec![h * g, h * g + 1]).collect();
-            let radices = rail_radices(nh);
+            let radices = rail_radices(nh, true);
             assert_eq!(radices[0], nh.max(2));
             for &f in &radices {
                 let a = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, f, 1);
