@@ -503,3 +503,24 @@ fn own_host_round_in_one_message_reaches_the_bound_on_four_hosts() {
         );
     }
 }
+
+/// Rail trees with the fewest relays first for a reduction
+/// (docs/algorithms.md "Rail trees at scale"): after the star, radix 16
+/// on 32 hosts for a reduce-scatter or an allreduce, radix ⌈√32⌉ = 6 for
+/// an allgather, whose dual trees broadcast.
+#[test]
+fn rail_trees_fewest_relays_first_for_a_reduction() {
+    use rscc::synth::Synthesizer;
+    let t = hosts("dgx-h100", 32);
+    for (op, want) in [
+        (Collective::ReduceScatter, "hier-r16"),
+        (Collective::AllReduce, "hier-r16"),
+        (Collective::AllGather, "hier-r6"),
+    ] {
+        let mut ctx = rscc::synth::Context::new(&t, &Default::default()).unwrap();
+        ctx.op = op;
+        let offer = rscc::synth::hier::Hier.offer(&ctx).unwrap();
+        let second = offer.candidates.into_iter().nth(1).expect("a rail tree")();
+        assert_eq!(second.name, want, "{op:?}");
+    }
+}
