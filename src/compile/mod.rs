@@ -233,8 +233,21 @@ pub fn compile_one(
     algo: Algo,
     opts: &CompileOptions,
 ) -> Result<Compiled, CompileError> {
+    compile_one_for(topo, algo, opts, opts.op)
+}
+
+/// `compile_one` with the synthesizers told that the result becomes
+/// `op` (`Context::op`): an allreduce's allgather half made as a
+/// reduce-scatter on the reversed machine is an allgather's dual.
+pub(crate) fn compile_one_for(
+    topo: &Topology,
+    algo: Algo,
+    opts: &CompileOptions,
+    op: Collective,
+) -> Result<Compiled, CompileError> {
     let t = Target::new(topo, opts);
-    let ctx = t.context(&opts.synth)?;
+    let mut ctx = t.context(&opts.synth)?;
+    ctx.op = op;
     let offer = algo.synthesizer().offer(&ctx)?;
     compile_offer(&t, &ctx, algo, offer.candidates, offer.search, opts).map(|y| y.main)
 }

@@ -3,7 +3,7 @@
 //! reduce-scatter made for the reversed topology, an allreduce the
 //! reduce-scatter followed by an allgather over the same chunking.
 
-use super::{compile_one, CompileOptions, Mode};
+use super::{compile_one_for, CompileOptions, Mode};
 use crate::ir::{Algorithm, Collective, Program, Topology};
 use crate::lower::LowerOptions;
 use crate::synth::{Algo, Candidate, Context, SynthError, SynthOptions};
@@ -59,7 +59,7 @@ impl Halves {
             o.op = Collective::ReduceScatter;
             o.mode = Mode::One(algo);
             o.synth.chunks = Some(k);
-            compile_one(&self.rev, algo, &o)
+            compile_one_for(&self.rev, algo, &o, Collective::AllGather)
                 .ok()
                 .map(|c| c.algorithm)
                 .filter(|a| a.spec == rs.spec)

@@ -44,12 +44,12 @@ impl Synthesizer for Hier {
             )
         })?;
         let spec = Spec::reduce_scatter(ctx.ranks(), ctx.opts.chunks.unwrap_or(1));
-        // Shallowest first: the driver emits the first that fits the
-        // runtime's limits (a star over H hosts needs H − 1 rail peers).
-        // Fewest relays first for a reduction, not for a broadcast
-        // (`rail_radices`), and not with one GPU per host, where the
-        // butterfly below (`hier_pat`) is as fast at every size on fewer
-        // threadblocks than the larger radices.
+        // The star first, then deeper trees: the driver emits the first
+        // that fits the runtime's limits (a star over H hosts needs H − 1
+        // rail peers). Fewest relays first for a reduction, not for a
+        // broadcast (`rail_radices`), and not with one GPU per host, where
+        // the butterfly below (`hier_pat`) is as fast at every size on
+        // fewer threadblocks than the larger radices.
         let fewest = ctx.op != Collective::AllGather && hs[0].len() >= 2;
         let radices = rail_radices(hs.len(), fewest);
         let candidates = radices
