@@ -488,6 +488,10 @@ pub struct LatencyTerms {
 struct CutTerm {
     demand: usize,
     links: Vec<(f64, f64)>,
+    /// Where every element the cut carries must bring the contributions
+    /// of every GPU on the sending side (reduce-scatter into the cut,
+    /// allreduce both ways): how many those are ("Aggregation latency").
+    contributors: Option<usize>,
 }
 
 /// See [`LatencyTerms`].
@@ -616,6 +620,8 @@ pub fn latency_terms_for(topo: &Topology, b: &BandwidthBound) -> Result<LatencyT
         } else {
             k
         };
+        // Reductions carry contributions; an allgather's copies do not.
+        let reduces = b.coll != Collective::AllGather;
         for &into in dirs {
             // The sending side: outside S for data entering it.
             let send_side = !into;
@@ -648,7 +654,12 @@ pub fn latency_terms_for(topo: &Topology, b: &BandwidthBound) -> Result<LatencyT
                 .collect();
             links.sort_by(|x, y| x.0.total_cmp(&y.0));
             if !links.is_empty() {
-                lat.cuts.push(CutTerm { demand, links });
+                let senders = if into { nr - k } else { k };
+                lat.cuts.push(CutTerm {
+                    demand,
+                    links,
+                    contributors: reduces.then_some(senders),
+                });
             }
         }
     }
@@ -700,7 +711,7 @@ impl LatencyTerms {
     }
 
     /// The α-aware lower bound (docs/cost-model.md §2):
-    /// max(α_min + T_bw, shard path). No byte crosses any link before the
+    /// max(α_min + T_bw, shard path, cut latency). No byte crosses any link before the
     /// α of the route that carries it has elapsed (the cost model charges a
     /// message's α before its bytes move), so the T_bw bytes that must cross
     /// the binding cut move only after α_min.
@@ -712,14 +723,60 @@ impl LatencyTerms {
 
     /// The cut latency term: the largest over the cuts of
     /// [`latency_terms_for`] of the least T by which their demand can have
-    /// crossed them, µs (0 without cuts).
+    /// crossed them, with the sending side's contributions combined where
+    /// the op reduces (docs/cost-model.md §2, "Aggregation latency"), µs (0
+    /// without cuts).
     pub fn cut_latency_us(&self, size_bytes: u64) -> f64 {
         let piece = size_bytes as f64 / self.ranks as f64 / 1e3;
         self.cuts
             .iter()
-            .map(|c| fill_sorted(&c.links, piece * c.demand as f64))
+            .map(|c| {
+                let need = piece * c.demand as f64;
+                let plain = fill_sorted(&c.links, need);
+                match c.contributors {
+                    Some(m) if m >= 2 && self.alpha_min_us > 0.0 => {
+                        plain.max(aggregation_us(&c.links, need, m, self.alpha_min_us))
+                    }
+                    _ => plain,
+                }
+            })
             .fold(0.0, f64::max)
     }
+}
+
+/// The aggregation latency of a cut (docs/cost-model.md §2): `need`
+/// (GB/s · µs) of elements must cross `links` (sorted (a, c), as in
+/// [`fill_sorted`]), each element bringing the contributions of `m` ≥ 2
+/// GPUs on the sending side, and combining two of them takes a transfer
+/// between two GPUs, at least `alpha` µs, before the combined value can
+/// leave. A fraction y of the elements may cross as m values of one
+/// contribution each; the rest needs a combined value, which crosses a
+/// link no sooner than `alpha` after its a. So T is at least
+/// `max(fill(need · (1 + (m − 1) · y)), alpha + fill(need · (1 − y)))`
+/// for some y below 1, or `fill(need · m)` with y = 1. Returns the least
+/// such T, µs: the first term grows with y and the second falls, so it is
+/// where they meet (bisection), or y = 1's.
+fn aggregation_us(links: &[(f64, f64)], need: f64, m: usize, alpha: f64) -> f64 {
+    let spread = (m - 1) as f64;
+    let sent = |y: f64| fill_sorted(links, need * (1.0 + spread * y));
+    let combined = |y: f64| alpha + fill_sorted(links, need * (1.0 - y));
+    let all_single = sent(1.0);
+    if sent(0.0) >= combined(0.0) {
+        return sent(0.0);
+    }
+    // sent(lo) < combined(lo); sent(hi) ≥ combined(hi) or hi = 1.
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for _ in 0..64 {
+        let mid = 0.5 * (lo + hi);
+        if sent(mid) < combined(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    // At the meeting point y* both terms are at least sent(lo) and
+    // combined(hi) (sent rises, combined falls): a bound from below.
+    sent(lo).max(combined(hi)).min(all_single)
 }
 
 /// The least T with Σ c · (T − a)⁺ ≥ need over `arr` = [(a, c)], c > 0
@@ -936,5 +993,29 @@ mod tests {
         assert_eq!(r(1000.0 / 105.0), "200/21");
         assert!(f64_to_rational(0.0).is_none());
         assert!(f64_to_rational(f64::NAN).is_none());
+    }
+
+    /// One link opening at 2 µs with 100 GB/s; 4 contributors, combining
+    /// two takes 1 µs.
+    #[test]
+    fn aggregation_latency_meets_between_single_and_combined() {
+        let links = [(2.0, 100.0)];
+        // Large: y · 4 · need ≈ what the link carries in 1 µs: the term is
+        // (m − 1)/m · α above the plain fill (2 + 100 = 102 µs).
+        let t = aggregation_us(&links, 100.0 * 100.0, 4, 1.0);
+        assert!((t - (102.0 + 0.75)).abs() < 1e-9, "{t}");
+        // Small: four single contributions (2 + 4 · 0.01) cross before a
+        // combined value could start (2 + 1).
+        let t = aggregation_us(&links, 1.0, 4, 1.0);
+        assert!((t - 2.04).abs() < 1e-9, "{t}");
+        // In between (0.5 µs of bytes): (1 + 3y) · 0.5 = 1 + (1 − y) · 0.5
+        // at y = 1/2, T = 2 + 1.25, above the plain fill (2.5) and below
+        // all single (4) and all combined (3.5).
+        let t = aggregation_us(&links, 50.0, 4, 1.0);
+        assert!((t - 3.25).abs() < 1e-9, "{t}");
+        // No faster than four single contributions where combining waits
+        // longer: (1 + 3y) · 0.2 = 1 + (1 − y) · 0.2 only at y > 1.
+        let t = aggregation_us(&links, 20.0, 4, 1.0);
+        assert!((t - (2.0 + 4.0 * 0.2)).abs() < 1e-9, "{t}");
     }
 }
