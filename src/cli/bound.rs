@@ -125,7 +125,7 @@ pub fn render(
             &format!("size       {s} B\nbandwidth bound {tb:.3} µs\nα-aware bound   {ab:.3} µs\n");
         if let Some(c) = r.cut_latency_us {
             out += &format!(
-                "  cut latency term {c:.3} µs (the cuts' data after their routes' α){}\n",
+                "  cut latency term {c:.3} µs (the cuts' data after their routes' α; a reduction's combined values one α later){}\n",
                 if c >= ab * (1.0 - 1e-12) {
                     ": it binds"
                 } else {
