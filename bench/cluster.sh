@@ -5,8 +5,9 @@
 # host then a ring of hosts per rail; `hier-halving`, recursive halving on
 # each rail). Prints bound % per size (each size scored with the file that
 # serves it), the simulated time at 1 KiB, synthesis time, peak RSS and the
-# size of the files written, and per fabric the sizes where a reference is
-# faster than auto; writes JSON.
+# size of the files written, and per fabric the sizes (synth's report, 1 KiB
+# – 1 GiB, and 4 GiB simulated from the file that serves it) where a
+# reference is faster than auto; writes JSON.
 #
 #   bench/cluster.sh [RSCC_BIN] [OUT.json]     # HOSTS="4 32 64" KINDS=dgx-h100
 #
@@ -44,6 +45,16 @@ for kind in $kinds; do
       # figures are on the last line.
       read -r secs rss < <(tail -n 1 "$tmp/time") || { secs=-1; rss=0; }
       cells=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {printf "%s:%s:%s ", $1, $4, $2}' "$tmp/log")
+      # synth's report stops at 1 GiB: 4 GiB simulated from the file that
+      # serves it (auto: the band whose range holds it).
+      big=4294967296
+      file=$dest
+      if [ "$algo" = auto ]; then
+        file=$(ls "$dest"/rs-*.xml 2> /dev/null | awk -F- -v s=$big '{max=$NF; sub(/\.xml$/, "", max); min=$(NF-1); if (min + 0 <= s + 0 && (max == "inf" || max + 0 >= s + 0)) print}' | head -n 1)
+      fi
+      if [ -n "$file" ] && [ -f "$file" ]; then
+        cells+=$("$bin" simulate "$file" --topo "$topo" --sizes "$big" 2>/dev/null | awk -v s=$big '$1 == s {printf "%s:%.1f:%s ", s, 100 * $8, $4}')
+      fi
       bytes=$(du -sb "$dest" 2> /dev/null | cut -f1) || bytes=0
       algos=$({ grep -o '^[^ ]*\.xml: [a-z0-9-]*' "$tmp/log" || true; } | awk '{print $2}' | sort -u | paste -sd, -)
       grep -q '^error: ' "$tmp/log" && algos="does-not-fit"
