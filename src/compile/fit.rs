@@ -107,6 +107,13 @@ fn fit_one(
     let lopts = if alg.spec.is_fused() { fused } else { lopts };
     let program = match lower::lower(alg, lopts) {
         Ok(p) => p,
+        Err(LowerError::Threadblocks { at_least, max }) => {
+            return Ok(Err(format!(
+                "{}: at least {at_least} threadblocks per rank exceed {}",
+                alg.name,
+                limit(max)
+            )))
+        }
         Err(LowerError::Algorithm(m)) => {
             return Err(CompileError::Internal(format!(
                 "{} is not a valid algorithm: {m}",

@@ -209,7 +209,23 @@ pub enum LowerError {
     /// channel window.
     #[error("exceeds MSCCL limits: a threadblock needs {steps} steps even with one step per channel window (limit {max_steps})")]
     Steps { steps: usize, max_steps: usize },
+    /// Its first ranks, lowered alone, already need more threadblocks
+    /// than [`LowerOptions::max_tbs`] (from 256 ranks on, the first 8).
+    #[error("at least {at_least} threadblocks per rank exceed {max}")]
+    Threadblocks { at_least: usize, max: usize },
 }
+
+/// Ranks from which a lowering first lowers a few alone, to refuse early
+/// what needs more threadblocks than `max_tbs` (a rank's threadblocks
+/// come from its own steps, so the most of some ranks' bounds the
+/// program's): at 1024 GPUs one lowering takes 0.2–0.7 s, and `hier`'s
+/// wider trees are refused after it. Below this, every program is
+/// lowered whole, as a search scores a plan over the budget by its
+/// excess.
+const PROBE_MIN_RANKS: usize = 256;
+
+/// Ranks lowered first, from rank 0: one host of eight GPUs.
+const PROBE_RANKS: usize = 8;
 
 impl LowerError {
     /// Whether the Algorithm is valid but does not fit the runtime.
@@ -415,6 +431,16 @@ fn lower_grouped(
         relays_in_turn: opts.relays_in_turn && spec.coll != Collective::ReduceScatter,
     };
     let grouping = (nlogical, group);
+    if n >= PROBE_MIN_RANKS && opts.max_tbs < usize::MAX {
+        let (first, _) = lower_ranks(alg, &trees, grouping, 0..PROBE_RANKS);
+        let most = first.iter().map(|g| g.tbs.len()).max().unwrap_or(0);
+        if most > opts.max_tbs {
+            return Err(LowerError::Threadblocks {
+                at_least: most,
+                max: opts.max_tbs,
+            });
+        }
+    }
     let parts = crate::par::map(&ranges, |r| lower_ranks(alg, &trees, grouping, r.clone()));
     let mut gpus = Vec::with_capacity(n);
     let mut max_chan = 0usize;
@@ -841,5 +867,33 @@ mod tests {
             let ((tb1, _), (_, to2)) = (bsend(1), bsend(2));
             assert_eq!(to2.depid == tb1, in_turn, "allreduce, in turn: {in_turn}");
         }
+    }
+
+    /// From 256 ranks a program whose first ranks need more threadblocks
+    /// than `max_tbs` is refused before the rest are lowered; below, it is
+    /// lowered whole (a search scores it by its excess).
+    #[test]
+    fn over_the_budget_at_scale_is_refused_from_its_first_ranks() {
+        let direct = |n| crate::synth::direct::direct_algorithm(Spec::reduce_scatter(n, 1));
+        let opts = LowerOptions {
+            max_tbs: 8,
+            ..LowerOptions::default()
+        };
+        match lower(&direct(PROBE_MIN_RANKS), &opts) {
+            Err(LowerError::Threadblocks { at_least, max: 8 }) => assert!(at_least > 8),
+            other => panic!("{:?}", other.map(|p| p.max_tbs_per_rank())),
+        }
+        let whole = lower(&direct(PROBE_MIN_RANKS - 1), &opts).unwrap();
+        assert!(whole.max_tbs_per_rank() > 8);
+        // Within the budget the probe changes nothing.
+        let roomy = LowerOptions {
+            max_tbs: 1 << 20,
+            ..LowerOptions::default()
+        };
+        let p = lower(&direct(PROBE_MIN_RANKS), &roomy).unwrap();
+        assert_eq!(
+            p,
+            lower(&direct(PROBE_MIN_RANKS), &LowerOptions::default()).unwrap()
+        );
     }
 }
