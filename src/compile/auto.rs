@@ -637,9 +637,12 @@ fn paired(
         .collect();
     let runs = crate::par::map(&todo, |&k| {
         let p = lower(&forms[first[k]]).expect("lowered before");
+        let Ok(p) = sim::prepare(&p, topo, simopts) else {
+            return vec![f64::INFINITY; sorted.len()];
+        };
         sorted
             .iter()
-            .map(|&s| sim::simulate(&p, topo, s, simopts).map_or(f64::INFINITY, |r| r.time_us))
+            .map(|&s| p.run(s).map_or(f64::INFINITY, |r| r.time_us))
             .collect::<Vec<f64>>()
     });
     let mut dtimes: Vec<Vec<f64>> = distinct
@@ -903,6 +906,10 @@ fn score(
         .collect();
     let total = n * ns;
     let done = std::sync::atomic::AtomicUsize::new(0);
+    // Each candidate prepared for the simulator once, on its first run,
+    // for every size after it.
+    let prepared: Vec<std::sync::OnceLock<Result<sim::Prepared, sim::SimError>>> =
+        (0..n).map(|_| std::sync::OnceLock::new()).collect();
     type Runs = Vec<((usize, usize), Result<(f64, f64), CompileError>)>;
     // Simulates (candidate, size) jobs on the available cores, largest
     // programs first for balance: each one's time and link-load bound per
@@ -917,7 +924,15 @@ fn score(
         });
         let results = crate::par::map(&jobs, |&(ci, si)| {
             let c = &candidates[ci];
-            let r = simulate(topo, c, sorted[si], simopts);
+            let r = prepared[ci]
+                .get_or_init(|| sim::prepare(&c.program, topo, simopts))
+                .as_ref()
+                .map_err(|e| CompileError::Internal(format!("simulating {}: {e}", c.algo.name())))
+                .and_then(|p| {
+                    p.run(sorted[si]).map_err(|e| {
+                        CompileError::Internal(format!("simulating {}: {e}", c.algo.name()))
+                    })
+                });
             let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let Some(p) = progress {
                 p(

@@ -7,7 +7,9 @@ use super::{LinkLoad, SharedMem, SimError, SimOptions, SimResult, TbSpan, Trace}
 use crate::ir::{Program, StepKind, Topology};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
 
+#[derive(Clone, Copy)]
 struct StepInfo {
     kind: StepKind,
     /// Chunks moved (`cnt`).
@@ -23,11 +25,13 @@ struct StepInfo {
     zero_copy: bool,
 }
 
+#[derive(Clone)]
 struct Tb {
     rank: usize,
     local: usize,
     id: i64,
-    steps: Vec<StepInfo>,
+    /// Its steps, shared by every run of a [`Prepared`] program.
+    steps: Arc<[StepInfo]>,
     total: u64,
     pos: u64,
     running: bool,
@@ -40,10 +44,12 @@ struct Tb {
     flow: usize,
 }
 
+#[derive(Clone)]
 struct Msg {
     arrived: bool,
 }
 
+#[derive(Clone)]
 struct Conn {
     chan: i64,
     src: usize,
@@ -74,6 +80,7 @@ struct Flow {
     last: f64,
 }
 
+#[derive(Clone)]
 struct LinkState {
     /// Capacity, bytes per µs.
     cap: f64,
@@ -324,29 +331,41 @@ fn check_request(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<(
 
 /// Simulate `prog` on `topo` for nccl-tests size `size_bytes` (the full
 /// buffer: per-rank input bytes for reduce-scatter); chunk bytes =
-/// size / nchunksperloop. See docs/cost-model.md.
+/// size / nchunksperloop. See docs/cost-model.md. To run one program at
+/// several sizes, [`prepare`] it once and [`Prepared::run`] each size.
 pub fn simulate(
     prog: &Program,
     topo: &Topology,
     size_bytes: u64,
     opts: &SimOptions,
 ) -> Result<SimResult, SimError> {
+    prepare(prog, topo, opts)?.run(size_bytes)
+}
+
+/// A program made ready to simulate on a topology: what does not depend
+/// on the size — the resolved threadblocks and connections, the host
+/// fold, routes and links. Each [`Prepared::run`] starts from a copy of
+/// this state, so one preparation serves any number of sizes, from any
+/// number of threads.
+pub struct Prepared {
+    opts: SimOptions,
+    ranks: usize,
+    nchunksperloop: u64,
+    /// Steps of the whole program (before the fold).
+    total_steps: u64,
+    tbs: Vec<Tb>,
+    conns: Vec<Conn>,
+    links: Vec<LinkState>,
+    mem_conn: usize,
+    real_links: usize,
+    fold: Option<super::fold::Fold>,
+}
+
+/// Prepare `prog` on `topo` under `opts` for [`Prepared::run`] at any
+/// size.
+pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Prepared, SimError> {
     check_request(prog, topo, opts)?;
     let n = topo.num_ranks();
-    let depth = if opts.tiling {
-        let buffer = opts.slots as u64 * opts.slot_bytes;
-        (buffer / opts.tile_bytes).max(2)
-    } else {
-        u64::MAX
-    };
-    let chunk = size_bytes as f64 / prog.nchunksperloop as f64;
-    let (tile, tiles) = if opts.tiling && chunk > opts.tile_bytes as f64 {
-        let t = opts.tile_bytes as f64;
-        (t, (chunk / t).ceil() as u64)
-    } else {
-        (chunk, 1)
-    };
-
     // Ranks, threadblocks, connections and dependencies, resolved once.
     let res = crate::ir::resolve::resolve(prog).map_err(|e| SimError::BadProgram(e.to_string()))?;
     let conns: Vec<Conn> = res
@@ -379,7 +398,7 @@ pub fn simulate(
             let fused = crate::ir::msccl::reduce_continuations(
                 (0..t.steps).map(|si| res.step(prog, k, si)),
             );
-            let steps: Vec<StepInfo> = (0..t.steps)
+            let steps: Arc<[StepInfo]> = (0..t.steps)
                 .map(|si| {
                     let st = res.step(prog, k, si);
                     StepInfo {
@@ -398,7 +417,7 @@ pub fn simulate(
                 rank: t.rank,
                 local: t.local,
                 id: t.id,
-                total: steps.len() as u64 * tiles,
+                total: 0,
                 steps,
                 pos: 0,
                 running: false,
@@ -411,11 +430,6 @@ pub fn simulate(
             }
         })
         .collect();
-    if total_steps.saturating_mul(tiles) > 2_000_000_000 {
-        return Err(SimError::BadOptions(format!(
-            "{total_steps} steps × {tiles} tiles is too many to simulate; use a larger tile or --no-tiling"
-        )));
-    }
     // A program the same on every host of a machine of identical hosts
     // runs one host's threadblocks (`fold`).
     let fold = if !opts.fold || opts.trace || opts.shared_mem.is_some() {
@@ -532,92 +546,137 @@ pub fn simulate(
     if opts.shared_mem.is_none() && !opts.trace && !repeats {
         drop_dominated(&mut conns[..mem_conn], &links[..real_links]);
     }
-    let nl = links.len();
-    let ntb = tbs.len();
-    let full = if tiles > 1 && chunk - (tiles - 1) as f64 * tile < tile {
-        tiles - 1
-    } else {
-        tiles
-    };
-    let watch = (opts.skip_periods && !opts.trace && full >= 3 && depth <= 64)
-        .then(|| {
-            // A threadblock on a connection: paced by the others (one of
-            // local passes only may run ahead to its end at once).
-            let paced = |t: &Tb| t.send_conn.is_some() || t.recv_conn.is_some();
-            tbs.iter()
-                .position(|t| !t.steps.is_empty() && paced(t))
-                .or_else(|| tbs.iter().position(|t| !t.steps.is_empty()))
-        })
-        .flatten()
-        .map(|at_tb| Watch {
-            at_tb,
-            due: false,
-            full,
-            steps: tbs.iter().map(|t| t.steps.len() as u64).collect(),
-            total: tbs.iter().map(|t| t.total).collect(),
-            snaps: VecDeque::new(),
-        });
-    let mut eng = Engine {
-        opts,
+    Ok(Prepared {
+        opts: opts.clone(),
+        ranks: n,
+        nchunksperloop: prog.nchunksperloop as u64,
+        total_steps,
         tbs,
         conns,
-        flows: Vec::new(),
-        free_flows: Vec::new(),
-        flows_started: 0,
         links,
-        link_bytes: vec![0.0; nl],
-        heap: BinaryHeap::new(),
-        finishes: FlowHeap::default(),
-        seq: 0,
-        now: 0.0,
-        end: 0.0,
-        rank_end: vec![0.0; n],
-        work: (0..ntb).rev().collect(),
-        chunk,
-        tile,
-        tiles,
-        depth,
-        steps_executed: 0,
-        tiles_skipped: 0,
         mem_conn,
         real_links,
-        stamp: 0,
-        dirty: Vec::new(),
-        link_stamp: vec![0; nl],
-        flow_stamp: Vec::new(),
-        rem_cap: vec![0.0; nl],
-        unfixed: vec![0; nl],
-        new_rate: Vec::new(),
-        comp_links: Vec::new(),
-        comp_flows: Vec::new(),
-        stack: Vec::new(),
-        trace: opts.trace.then(Trace::default),
-        watch,
-    };
-    eng.run()?;
-    let (mut rank_end, mut link_bytes) = (eng.rank_end, eng.link_bytes);
-    let (mut steps_executed, mut flows) = (eng.steps_executed, eng.flows_started);
-    if let Some(f) = &fold {
-        // Every image ends when its representative does; a link carries
-        // what its orbit's representative was charged (each crossing
-        // counted at its weight).
-        rank_end = (0..n).map(|r| rank_end[f.rank_rep[r]]).collect();
-        link_bytes = (0..real_links).map(|l| link_bytes[f.link_rep[l]]).collect();
-        steps_executed *= f.order as u64;
-        flows *= f.order as u64;
-    }
-    Ok(SimResult {
-        time_us: eng.end,
-        rank_end_us: rank_end,
-        chunk_bytes: eng.chunk,
-        tiles: eng.tiles,
-        tiles_skipped: eng.tiles_skipped,
-        steps_executed,
-        flows,
-        link_bytes: link_bytes[..real_links].to_vec(),
-        folded: fold.as_ref().map_or(1, |f| f.order),
-        trace: eng.trace,
+        fold,
     })
+}
+
+impl Prepared {
+    /// The program simulated for nccl-tests size `size_bytes`.
+    pub fn run(&self, size_bytes: u64) -> Result<SimResult, SimError> {
+        let opts = &self.opts;
+        let n = self.ranks;
+        let depth = if opts.tiling {
+            let buffer = opts.slots as u64 * opts.slot_bytes;
+            (buffer / opts.tile_bytes).max(2)
+        } else {
+            u64::MAX
+        };
+        let chunk = size_bytes as f64 / self.nchunksperloop as f64;
+        let (tile, tiles) = if opts.tiling && chunk > opts.tile_bytes as f64 {
+            let t = opts.tile_bytes as f64;
+            (t, (chunk / t).ceil() as u64)
+        } else {
+            (chunk, 1)
+        };
+        let total_steps = self.total_steps;
+        if total_steps.saturating_mul(tiles) > 2_000_000_000 {
+            return Err(SimError::BadOptions(format!(
+                "{total_steps} steps × {tiles} tiles is too many to simulate; use a larger tile or --no-tiling"
+            )));
+        }
+        let mut tbs = self.tbs.clone();
+        for t in tbs.iter_mut() {
+            t.total = t.steps.len() as u64 * tiles;
+        }
+        let (conns, links) = (self.conns.clone(), self.links.clone());
+        let (mem_conn, real_links, fold) = (self.mem_conn, self.real_links, &self.fold);
+        let nl = links.len();
+        let ntb = tbs.len();
+        let full = if tiles > 1 && chunk - (tiles - 1) as f64 * tile < tile {
+            tiles - 1
+        } else {
+            tiles
+        };
+        let watch = (opts.skip_periods && !opts.trace && full >= 3 && depth <= 64)
+            .then(|| {
+                // A threadblock on a connection: paced by the others (one of
+                // local passes only may run ahead to its end at once).
+                let paced = |t: &Tb| t.send_conn.is_some() || t.recv_conn.is_some();
+                tbs.iter()
+                    .position(|t| !t.steps.is_empty() && paced(t))
+                    .or_else(|| tbs.iter().position(|t| !t.steps.is_empty()))
+            })
+            .flatten()
+            .map(|at_tb| Watch {
+                at_tb,
+                due: false,
+                full,
+                steps: tbs.iter().map(|t| t.steps.len() as u64).collect(),
+                total: tbs.iter().map(|t| t.total).collect(),
+                snaps: VecDeque::new(),
+            });
+        let mut eng = Engine {
+            opts,
+            tbs,
+            conns,
+            flows: Vec::new(),
+            free_flows: Vec::new(),
+            flows_started: 0,
+            links,
+            link_bytes: vec![0.0; nl],
+            heap: BinaryHeap::new(),
+            finishes: FlowHeap::default(),
+            seq: 0,
+            now: 0.0,
+            end: 0.0,
+            rank_end: vec![0.0; n],
+            work: (0..ntb).rev().collect(),
+            chunk,
+            tile,
+            tiles,
+            depth,
+            steps_executed: 0,
+            tiles_skipped: 0,
+            mem_conn,
+            real_links,
+            stamp: 0,
+            dirty: Vec::new(),
+            link_stamp: vec![0; nl],
+            flow_stamp: Vec::new(),
+            rem_cap: vec![0.0; nl],
+            unfixed: vec![0; nl],
+            new_rate: Vec::new(),
+            comp_links: Vec::new(),
+            comp_flows: Vec::new(),
+            stack: Vec::new(),
+            trace: opts.trace.then(Trace::default),
+            watch,
+        };
+        eng.run()?;
+        let (mut rank_end, mut link_bytes) = (eng.rank_end, eng.link_bytes);
+        let (mut steps_executed, mut flows) = (eng.steps_executed, eng.flows_started);
+        if let Some(f) = &fold {
+            // Every image ends when its representative does; a link carries
+            // what its orbit's representative was charged (each crossing
+            // counted at its weight).
+            rank_end = (0..n).map(|r| rank_end[f.rank_rep[r]]).collect();
+            link_bytes = (0..real_links).map(|l| link_bytes[f.link_rep[l]]).collect();
+            steps_executed *= f.order as u64;
+            flows *= f.order as u64;
+        }
+        Ok(SimResult {
+            time_us: eng.end,
+            rank_end_us: rank_end,
+            chunk_bytes: eng.chunk,
+            tiles: eng.tiles,
+            tiles_skipped: eng.tiles_skipped,
+            steps_executed,
+            flows,
+            link_bytes: link_bytes[..real_links].to_vec(),
+            folded: fold.as_ref().map_or(1, |f| f.order),
+            trace: eng.trace,
+        })
+    }
 }
 
 /// Whether every threadblock's steps are its image's under the fold's
@@ -627,7 +686,7 @@ fn same_steps(tbs: &[Tb], f: &super::fold::Fold) -> bool {
     tbs.iter().enumerate().all(|(t, tb)| {
         let img = &tbs[f.tb_image[t]];
         tb.steps.len() == img.steps.len()
-            && tb.steps.iter().zip(&img.steps).all(|(a, b)| {
+            && tb.steps.iter().zip(img.steps.iter()).all(|(a, b)| {
                 a.kind == b.kind
                     && a.cnt.to_bits() == b.cnt.to_bits()
                     && a.fused == b.fused
@@ -672,7 +731,9 @@ fn quotient(
         .map(|(_, mut tb)| {
             tb.send_conn = tb.send_conn.map(conn_of);
             tb.recv_conn = tb.recv_conn.map(conn_of);
-            for st in tb.steps.iter_mut() {
+            let steps = Arc::get_mut(&mut tb.steps)
+                .expect("a threadblock's steps are its own until prepared");
+            for st in steps.iter_mut() {
                 st.dep = st.dep.map(|(d, s)| (tb_of(d), s));
             }
             tb

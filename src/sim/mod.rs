@@ -18,7 +18,7 @@ pub mod trace;
 use crate::ir::{Program, Topology};
 use std::fmt;
 
-pub use engine::simulate;
+pub use engine::{prepare, simulate, Prepared};
 pub use report::{busbw_table, Row};
 
 use crate::ir::msccl::{NCCL_BUFFSIZE, NCCL_STEPS, SIMPLE_TILE_BYTES};

@@ -2,7 +2,7 @@
 //! lower bound, per size. `rscc simulate` prints these rows; `rscc synth`
 //! calls [`busbw_table`] after writing XML.
 
-use super::{simulate, SimError, SimOptions};
+use super::{SimError, SimOptions};
 use crate::bound;
 use crate::ir::{Program, Topology};
 use serde::Serialize;
@@ -34,8 +34,10 @@ pub fn busbw_table(
     sizes: &[u64],
     opts: &SimOptions,
 ) -> Result<Vec<Row>, SimError> {
-    // Sizes are independent runs: simulate them on the available cores.
-    let results = crate::par::map(sizes, |&s| simulate(prog, topo, s, opts));
+    // Sizes are independent runs of one preparation: simulate them on
+    // the available cores.
+    let prepared = super::prepare(prog, topo, opts)?;
+    let results = crate::par::map(sizes, |&s| prepared.run(s));
     let times = results
         .into_iter()
         .map(|r| r.map(|x| x.time_us))
