@@ -498,22 +498,38 @@ impl Topology {
     /// single host) can never carry data.
     pub fn routed_links(&self) -> Vec<bool> {
         let g = &self.graph;
-        let mut used = vec![false; g.edge_count()];
-        let mut seen = vec![usize::MAX; g.node_count()];
-        for src in 0..self.num_ranks() {
-            let pred = self.route_tree(src);
-            seen[self.ranks[src].index()] = src;
-            for &d in &self.ranks {
-                let mut v = d;
-                while seen[v.index()] != src {
-                    seen[v.index()] = src;
-                    let Some(e) = pred[v.index()] else { break };
-                    used[e.index()] = true;
-                    v = g.edge_endpoints(e).expect("edge of the graph").0;
+        let n = self.num_ranks();
+        // One route tree per source: contiguous ranges of sources on the
+        // available cores (from 64 ranks), their links joined.
+        let parts = crate::par::threads(n / 64);
+        let per = n.div_ceil(parts.max(1)).max(1);
+        let ranges: Vec<std::ops::Range<usize>> = (0..parts)
+            .map(|k| k * per..((k + 1) * per).min(n))
+            .collect();
+        let used = crate::par::map(&ranges, |r| {
+            let mut used = vec![false; g.edge_count()];
+            let mut seen = vec![usize::MAX; g.node_count()];
+            for src in r.clone() {
+                let pred = self.route_tree(src);
+                seen[self.ranks[src].index()] = src;
+                for &d in &self.ranks {
+                    let mut v = d;
+                    while seen[v.index()] != src {
+                        seen[v.index()] = src;
+                        let Some(e) = pred[v.index()] else { break };
+                        used[e.index()] = true;
+                        v = g.edge_endpoints(e).expect("edge of the graph").0;
+                    }
                 }
             }
-        }
-        used
+            used
+        });
+        used.into_iter()
+            .reduce(|mut a, b| {
+                a.iter_mut().zip(b).for_each(|(x, y)| *x |= y);
+                a
+            })
+            .unwrap_or_else(|| vec![false; g.edge_count()])
     }
 
     /// All-pairs routes, `routes[src][dst]` (None on the diagonal).

@@ -130,6 +130,9 @@ pub(super) fn build(
     let mut bkids: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut bkid_start = vec![0usize; n + 1];
     let mut bparent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
+    // Per rank: whether it forwards the block in its broadcast tree (read
+    // only with relays in turn, for children outside `ranks`).
+    let mut forwards = vec![false; if trees.relays_in_turn { n } else { 0 }];
     let mut by_dst: Vec<(usize, usize, usize, usize)> = Vec::new();
     let mut child_start = vec![0usize; n + 1];
     let mut parent: Vec<Option<(usize, usize, usize)>> = vec![None; n];
@@ -149,6 +152,7 @@ pub(super) fn build(
         if pass == 0 {
             tree_csr(
                 &trees.frame,
+                &ranks,
                 &per_chunk[b.start],
                 true,
                 &mut by_dst,
@@ -159,12 +163,19 @@ pub(super) fn build(
         if pass + 1 == passes {
             tree_csr(
                 &trees.frame,
+                &ranks,
                 &per_bcast[b.start],
                 false,
                 &mut bkids,
                 &mut bkid_start,
                 &mut bparent,
             );
+            if trees.relays_in_turn {
+                forwards.iter_mut().for_each(|f| *f = false);
+                for &(src, _, _, _) in &per_bcast[b.start] {
+                    forwards[src] = true;
+                }
+            }
         }
         for v in ranks.clone() {
             let children = || &by_dst[child_start[v]..child_start[v + 1]];
@@ -178,7 +189,7 @@ pub(super) fn build(
                     let kids = &bkids[bkid_start[v]..bkid_start[v + 1]];
                     // Children that forward the block: their own children
                     // in its tree.
-                    let relays = |u: usize| bkid_start[u + 1] > bkid_start[u];
+                    let relays = |u: usize| forwards[u];
                     let in_turn = trees
                         .relays_in_turn
                         .then_some(&relays as &dyn Fn(usize) -> bool);
@@ -196,9 +207,12 @@ pub(super) fn build(
 /// out-tree — into `list` as (that rank, step, the other rank, channel),
 /// sorted with the other rank as that rank's `Frame` numbers it, with
 /// `start[v]..start[v + 1]` rank v's; and per rank its own edge toward
-/// that rank (rank, step, channel) in `link`.
+/// that rank (rank, step, channel) in `link`. Only the lists and links
+/// of `ranks` are filled (the edges that meet none of them are left
+/// out, which at a thousand ranks is most of each tree).
 fn tree_csr(
     frame: &super::Frame,
+    ranks: &std::ops::Range<usize>,
     edges: &[(usize, usize, usize, usize)],
     by_dst: bool,
     list: &mut Vec<(usize, usize, usize, usize)>,
@@ -206,13 +220,18 @@ fn tree_csr(
     link: &mut [Option<(usize, usize, usize)>],
 ) {
     list.clear();
-    list.extend(edges.iter().map(|&(src, dst, step, ch)| {
-        if by_dst {
-            (dst, step, src, ch)
-        } else {
-            (src, step, dst, ch)
-        }
-    }));
+    list.extend(
+        edges
+            .iter()
+            .map(|&(src, dst, step, ch)| {
+                if by_dst {
+                    (dst, step, src, ch)
+                } else {
+                    (src, step, dst, ch)
+                }
+            })
+            .filter(|&(at, _, other, _)| ranks.contains(&at) || ranks.contains(&other)),
+    );
     list.sort_unstable_by_key(|&(at, step, other, ch)| (at, step, frame.rank(at, other), ch));
     start.iter_mut().for_each(|x| *x = 0);
     link.iter_mut().for_each(|x| *x = None);

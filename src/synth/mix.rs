@@ -174,7 +174,7 @@ fn loads_with(
     fam: &Algorithm,
     trees: &mut HashMap<usize, Vec<Option<petgraph::graph::EdgeIndex>>>,
 ) -> Result<HashMap<usize, f64>, String> {
-    let mut pairs: HashMap<(usize, usize), usize> = HashMap::new();
+    let mut pairs: rustc_hash::FxHashMap<(usize, usize), usize> = Default::default();
     for t in &fam.transfers {
         *pairs.entry((t.src, t.dst)).or_default() += 1;
     }
