@@ -24,6 +24,16 @@ fn cores() -> usize {
     })
 }
 
+/// 0..n cut into contiguous ranges, one per thread [`map`] would use, each
+/// at least `min_len` long (one range below that): work split by ranks.
+pub fn ranges(n: usize, min_len: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = threads(n / min_len.max(1));
+    let per = n.div_ceil(parts).max(1);
+    (0..parts)
+        .map(|k| k * per..((k + 1) * per).min(n))
+        .collect()
+}
+
 /// `items.iter().map(f).collect()`, computed on up to [`threads`] threads
 /// that take items one at a time (dynamic balance for uneven items). A
 /// panic in `f` propagates to the caller.

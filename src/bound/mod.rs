@@ -208,9 +208,8 @@ struct RoutedNet {
 }
 
 impl RoutedNet {
-    fn new(topo: &Topology) -> Result<RoutedNet, BoundError> {
+    fn new(topo: &Topology, routed: &[bool]) -> Result<RoutedNet, BoundError> {
         let g = &topo.graph;
-        let routed = topo.routed_links();
         let mut edges = Vec::new();
         for e in g.edge_references() {
             let (a, b) = (e.source().index(), e.target().index());
@@ -258,7 +257,7 @@ struct CutGraph {
     gpus: Vec<usize>,
 }
 
-fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> {
+fn cut_graph(topo: &Topology, coll: Collective, routed: &[bool]) -> Result<CutGraph, BoundError> {
     let reverse = match coll {
         Collective::ReduceScatter => true,
         Collective::AllGather => false,
@@ -267,7 +266,6 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
     };
     let g = &topo.graph;
     let n = g.node_count();
-    let routed = topo.routed_links();
     let mut edges = Vec::with_capacity(g.edge_count());
     for e in g.edge_references() {
         if !routed[e.id().index()] {
@@ -304,17 +302,27 @@ fn cut_graph(topo: &Topology, coll: Collective) -> Result<CutGraph, BoundError> 
 /// overlaps them can beat the sum. The binding cut reported is the
 /// reduce-scatter's.
 pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBound, BoundError> {
+    bandwidth_bound_routed(topo, coll, &topo.routed_links())
+}
+
+/// [`bandwidth_bound`] over `routed` ([`Topology::routed_links`]), for a
+/// caller that has them.
+pub fn bandwidth_bound_routed(
+    topo: &Topology,
+    coll: Collective,
+    routed: &[bool],
+) -> Result<BandwidthBound, BoundError> {
     let nr = topo.num_ranks();
     if nr < 2 {
         return Err(BoundError::TooFewRanks(nr));
     }
     if coll == Collective::AllReduce {
-        let rs = bandwidth_bound(topo, Collective::ReduceScatter)?;
-        let ag = bandwidth_bound(topo, Collective::AllGather)?;
+        let rs = bandwidth_bound_routed(topo, Collective::ReduceScatter, routed)?;
+        let ag = bandwidth_bound_routed(topo, Collective::AllGather, routed)?;
         // Groups: every GPU alone, and (on several hosts) every host.
         let mut x_star = rs.x_star.clone().max(ag.x_star.clone());
         let by_gpu = |v: NodeIndex| Some(v.index());
-        let net = RoutedNet::new(topo)?;
+        let net = RoutedNet::new(topo, routed)?;
         x_star = x_star.max(gossip_bound(topo, &net, by_gpu)?);
         if topo.num_hosts() > 1 {
             let by_host = |v: NodeIndex| topo.graph[v].host.as_ref().map(|h| h.to_string());
@@ -336,7 +344,7 @@ pub fn bandwidth_bound(topo: &Topology, coll: Collective) -> Result<BandwidthBou
             binding_cut: rs.binding_cut,
         });
     }
-    let cg = cut_graph(topo, coll)?;
+    let cg = cut_graph(topo, coll, routed)?;
     // Start from the best per-GPU cut S = V ∖ {v}: (N − 1) / (capacity into v
     // in the cut graph).
     let mut into = vec![BigRational::zero(); cg.n];
@@ -569,8 +577,16 @@ fn latency_terms_routed(topo: &Topology, routed: &[bool]) -> Result<LatencyTerms
 /// receiving side: on hosts joined by NICs every inter-host byte waits
 /// the NIC route's α, not the least α between two host-mates.
 pub fn latency_terms_for(topo: &Topology, b: &BandwidthBound) -> Result<LatencyTerms, BoundError> {
-    let routed = topo.routed_links();
-    let mut lat = latency_terms_routed(topo, &routed)?;
+    latency_terms_for_routed(topo, b, &topo.routed_links())
+}
+
+/// [`latency_terms_for`] over `routed` ([`Topology::routed_links`]).
+pub fn latency_terms_for_routed(
+    topo: &Topology,
+    b: &BandwidthBound,
+    routed: &[bool],
+) -> Result<LatencyTerms, BoundError> {
+    let mut lat = latency_terms_routed(topo, routed)?;
     let g = &topo.graph;
     let n = g.node_count();
     let nr = topo.num_ranks();

@@ -4,8 +4,8 @@
 //! or serialises it.
 
 use super::{
-    bandwidth_bound, latency_terms_for, min_steps, ratio_f64, ratio_string, time_bound_us,
-    BoundError,
+    bandwidth_bound_routed, latency_terms_for_routed, min_steps, ratio_f64, ratio_string,
+    time_bound_us, BoundError,
 };
 use crate::ir::{Collective, Topology};
 use num_rational::BigRational;
@@ -78,11 +78,12 @@ pub fn report(
     coll: Collective,
     size: Option<u64>,
 ) -> Result<BoundReport, BoundError> {
-    let b = bandwidth_bound(topo, coll)?;
+    let routed = topo.routed_links();
+    let b = bandwidth_bound_routed(topo, coll, &routed)?;
     let steps = min_steps(topo, coll)?;
     let (time_bound_us, alpha_bound_us, cut_latency_us) = match size {
         Some(s) => {
-            let lat = latency_terms_for(topo, &b)?;
+            let lat = latency_terms_for_routed(topo, &b, &routed)?;
             (
                 Some(time_bound_us(&b, s)),
                 Some(lat.bound_us(&b, s)),
@@ -93,7 +94,6 @@ pub fn report(
     };
     let cut = &b.binding_cut;
     let inside: HashSet<&str> = cut.inside.iter().map(|s| s.as_str()).collect();
-    let routed = topo.routed_links();
     let mut by_kind: BTreeMap<String, f64> = BTreeMap::new();
     let mut unrouted: BTreeMap<String, f64> = BTreeMap::new();
     for e in topo.graph.edge_indices() {

@@ -101,8 +101,13 @@ impl Algorithm {
         let n = self.spec.ranks;
         // Connections first (far fewer than transfers: every chunk of a
         // shard crosses the same ones), then both ends of each.
-        let conns: rustc_hash::FxHashSet<(usize, usize, usize)> =
-            self.edges().map(|t| (t.src, t.dst, t.channel)).collect();
+        // Inserted one by one: collecting would size the table for every
+        // transfer (millions at a thousand ranks, each insert a cache
+        // miss) where it holds far fewer.
+        let mut conns: rustc_hash::FxHashSet<(usize, usize, usize)> = Default::default();
+        for t in self.edges() {
+            conns.insert((t.src, t.dst, t.channel));
+        }
         let mut ends: Vec<(usize, bool, usize, usize)> = conns
             .into_iter()
             .flat_map(|(src, dst, ch)| [(src, true, ch, dst), (dst, false, ch, src)])

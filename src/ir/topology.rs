@@ -498,14 +498,9 @@ impl Topology {
     /// single host) can never carry data.
     pub fn routed_links(&self) -> Vec<bool> {
         let g = &self.graph;
-        let n = self.num_ranks();
         // One route tree per source: contiguous ranges of sources on the
         // available cores (from 64 ranks), their links joined.
-        let parts = crate::par::threads(n / 64);
-        let per = n.div_ceil(parts.max(1)).max(1);
-        let ranges: Vec<std::ops::Range<usize>> = (0..parts)
-            .map(|k| k * per..((k + 1) * per).min(n))
-            .collect();
+        let ranges = crate::par::ranges(self.num_ranks(), 64);
         let used = crate::par::map(&ranges, |r| {
             let mut used = vec![false; g.edge_count()];
             let mut seen = vec![usize::MAX; g.node_count()];
@@ -530,6 +525,18 @@ impl Topology {
                 a
             })
             .unwrap_or_else(|| vec![false; g.edge_count()])
+    }
+
+    /// Every rank's [`Topology::route_tree`], in rank order (computed on
+    /// the available cores from 64 ranks).
+    pub fn route_trees(&self) -> Vec<Vec<Option<EdgeIndex>>> {
+        let ranges = crate::par::ranges(self.num_ranks(), 64);
+        crate::par::map(&ranges, |r| {
+            r.clone().map(|s| self.route_tree(s)).collect::<Vec<_>>()
+        })
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     /// All-pairs routes, `routes[src][dst]` (None on the diagonal).

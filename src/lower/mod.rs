@@ -401,11 +401,7 @@ fn lower_grouped(
     let blocks = runs::blocks(spec, &per_chunk, &per_bcast);
     // Ranks are independent from here on: lower contiguous ranges of them
     // on the available cores (large programs only).
-    let parts_n = crate::par::threads(n / 64);
-    let per = n.div_ceil(parts_n);
-    let ranges: Vec<std::ops::Range<usize>> = (0..parts_n)
-        .map(|k| k * per..((k + 1) * per).min(n))
-        .collect();
+    let ranges = crate::par::ranges(n, 64);
     // A reduction's message spans the blocks in which a rank's whole
     // reduce subtree agrees (whatever the blocks' broadcast trees); a
     // broadcast's, those a rank receives over one edge, unless asked not

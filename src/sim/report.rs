@@ -56,10 +56,11 @@ pub struct Scorer {
 
 impl Scorer {
     pub fn new(topo: &Topology, coll: crate::ir::Collective) -> Self {
-        let bw = bound::bandwidth_bound(topo, coll).ok();
+        let routed = topo.routed_links();
+        let bw = bound::bandwidth_bound_routed(topo, coll, &routed).ok();
         let lat = bw
             .as_ref()
-            .and_then(|b| bound::latency_terms_for(topo, b).ok());
+            .and_then(|b| bound::latency_terms_for_routed(topo, b, &routed).ok());
         Scorer {
             coll,
             ranks: topo.num_ranks(),

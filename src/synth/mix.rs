@@ -44,10 +44,10 @@ pub struct MixLp {
 pub fn lp(ctx: &Context) -> Rc<MixLp> {
     ctx.shared(|c| {
         let families = families(c);
-        let mut trees = HashMap::new();
+        let trees = c.topo.route_trees();
         let loads: Result<Vec<_>, String> = families
             .iter()
-            .map(|f| loads_with(c.topo, f, &mut trees))
+            .map(|f| loads_with(c.topo, f, &trees))
             .collect();
         let (loads, lp) = match loads {
             Ok(l) => {
@@ -164,15 +164,16 @@ pub struct Mixture {
 /// Bytes each directed link carries per byte of shard, for one family
 /// (with one chunk per shard).
 pub fn link_loads(topo: &Topology, fam: &Algorithm) -> Result<HashMap<usize, f64>, String> {
-    loads_with(topo, fam, &mut HashMap::new())
+    loads_with(topo, fam, &topo.route_trees())
 }
 
-/// [`link_loads`] with the route trees (per sending rank) kept in `trees`
-/// for the next family: each (sender, receiver) pair is routed once.
+/// [`link_loads`] over `trees`, every rank's route tree ([`Topology::route_trees`]),
+/// which the families share: each (sender, receiver) pair is routed from
+/// its sender's tree.
 fn loads_with(
     topo: &Topology,
     fam: &Algorithm,
-    trees: &mut HashMap<usize, Vec<Option<petgraph::graph::EdgeIndex>>>,
+    trees: &[Vec<Option<petgraph::graph::EdgeIndex>>],
 ) -> Result<HashMap<usize, f64>, String> {
     let mut pairs: rustc_hash::FxHashMap<(usize, usize), usize> = Default::default();
     for t in &fam.transfers {
@@ -180,23 +181,27 @@ fn loads_with(
     }
     let mut pairs: Vec<((usize, usize), usize)> = pairs.into_iter().collect();
     pairs.sort_unstable();
-    let mut loads: HashMap<usize, f64> = HashMap::new();
+    // Per link (edge index): its load, once a route crosses it.
+    let mut loads: Vec<Option<f64>> = vec![None; topo.graph.edge_count()];
     let per_chunk = 1.0 / fam.spec.chunks() as f64;
     for ((src, dst), k) in pairs {
-        let pred = trees.entry(src).or_insert_with(|| topo.route_tree(src));
         let r = topo
-            .route_from_tree(src, dst, pred)
+            .route_from_tree(src, dst, &trees[src])
             .ok_or_else(|| format!("no route from rank {src} to rank {dst}"))?;
         for e in r.links {
             // k additions, not one product: the same sum, bit for bit,
             // as adding each transfer's share in turn.
-            let l = loads.entry(e.index()).or_default();
+            let l = loads[e.index()].get_or_insert(0.0);
             for _ in 0..k {
                 *l += per_chunk;
             }
         }
     }
-    Ok(loads)
+    Ok(loads
+        .into_iter()
+        .enumerate()
+        .filter_map(|(e, l)| Some((e, l?)))
+        .collect())
 }
 
 /// Solve the mixture LP over families given by their [`link_loads`] (each
