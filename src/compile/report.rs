@@ -66,11 +66,51 @@ pub fn synth_report(
         jobs.extend(sizes.iter().map(|&s| (r, s)));
     }
     let known: Vec<Option<f64>> = jobs.iter().map(|&(c, s)| scored(c, s)).collect();
-    let todo: Vec<usize> = (0..jobs.len()).filter(|&j| known[j].is_none()).collect();
-    let simulated = crate::par::map(&todo, |&j| {
-        let (c, s) = jobs[j];
-        sim::simulate(&c.program, topo, s, &so).map(|r| r.time_us)
+    // The distinct programs among the jobs (the ring is often the chosen
+    // schedule itself), each prepared once for its sizes, and each
+    // (program, size) simulated once.
+    let mut programs: Vec<&Compiled> = Vec::new();
+    let program_of: Vec<usize> = jobs
+        .iter()
+        .map(|&(c, _)| {
+            match programs
+                .iter()
+                .position(|p| std::ptr::eq(*p, c) || p.program == c.program)
+            {
+                Some(i) => i,
+                None => {
+                    programs.push(c);
+                    programs.len() - 1
+                }
+            }
+        })
+        .collect();
+    let mut cells: Vec<(usize, u64)> = (0..jobs.len())
+        .filter(|&j| known[j].is_none())
+        .map(|j| (program_of[j], jobs[j].1))
+        .collect();
+    cells.sort_unstable();
+    cells.dedup();
+    let prepared: Vec<std::sync::OnceLock<Result<sim::Prepared, SimError>>> = programs
+        .iter()
+        .map(|_| std::sync::OnceLock::new())
+        .collect();
+    let runs = crate::par::map(&cells, |&(p, size)| {
+        match prepared[p].get_or_init(|| sim::prepare(&programs[p].program, topo, &so)) {
+            Ok(prep) => prep.run(size).map(|r| r.time_us),
+            Err(e) => Err(e.clone()),
+        }
     });
+    let todo: Vec<usize> = (0..jobs.len()).filter(|&j| known[j].is_none()).collect();
+    let simulated: Vec<Result<f64, SimError>> = todo
+        .iter()
+        .map(|&j| {
+            let k = cells
+                .binary_search(&(program_of[j], jobs[j].1))
+                .expect("every job's cell is simulated");
+            runs[k].clone()
+        })
+        .collect();
     let mut times = known;
     for (&j, t) in todo.iter().zip(simulated) {
         match t {
