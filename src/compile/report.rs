@@ -96,28 +96,23 @@ pub fn synth_report(
         .map(|_| std::sync::OnceLock::new())
         .collect();
     let runs = crate::par::map(&cells, |&(p, size)| {
-        match prepared[p].get_or_init(|| sim::prepare(&programs[p].program, topo, &so)) {
-            Ok(prep) => prep.run(size).map(|r| r.time_us),
-            Err(e) => Err(e.clone()),
-        }
+        let prep = prepared[p].get_or_init(|| sim::prepare(&programs[p].program, topo, &so));
+        prep.as_ref()
+            .map_err(Clone::clone)
+            .and_then(|prep| prep.run(size))
+            .map(|r| r.time_us)
     });
-    let todo: Vec<usize> = (0..jobs.len()).filter(|&j| known[j].is_none()).collect();
-    let simulated: Vec<Result<f64, SimError>> = todo
-        .iter()
-        .map(|&j| {
-            let k = cells
-                .binary_search(&(program_of[j], jobs[j].1))
-                .expect("every job's cell is simulated");
-            runs[k].clone()
-        })
-        .collect();
     let mut times = known;
-    for (&j, t) in todo.iter().zip(simulated) {
-        match t {
-            Ok(t) => times[j] = Some(t),
+    for j in 0..jobs.len() {
+        if times[j].is_some() {
+            continue;
+        }
+        let cell = (program_of[j], jobs[j].1);
+        match &runs[cells.partition_point(|c| *c < cell)] {
+            Ok(t) => times[j] = Some(*t),
             // The ring is only a comparison: without it, no ratio.
             Err(_) if j >= sizes.len() => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.clone()),
         }
     }
     let scorer = sim::report::Scorer::new(topo, chosen.program.coll);

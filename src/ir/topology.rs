@@ -495,36 +495,25 @@ impl Topology {
     /// ([`Topology::route`]) crosses it. Every transfer between ranks —
     /// relays through GPUs included, each hop its own transfer — follows
     /// such a route, so the other links (PCIe beside NVLink, a NIC on a
-    /// single host) can never carry data.
+    /// single host) can never carry data. The route trees come from
+    /// [`Topology::route_trees`].
     pub fn routed_links(&self) -> Vec<bool> {
         let g = &self.graph;
-        // One route tree per source: contiguous ranges of sources on the
-        // available cores (from 64 ranks), their links joined.
-        let ranges = crate::par::ranges(self.num_ranks(), 64);
-        let used = crate::par::map(&ranges, |r| {
-            let mut used = vec![false; g.edge_count()];
-            let mut seen = vec![usize::MAX; g.node_count()];
-            for src in r.clone() {
-                let pred = self.route_tree(src);
-                seen[self.ranks[src].index()] = src;
-                for &d in &self.ranks {
-                    let mut v = d;
-                    while seen[v.index()] != src {
-                        seen[v.index()] = src;
-                        let Some(e) = pred[v.index()] else { break };
-                        used[e.index()] = true;
-                        v = g.edge_endpoints(e).expect("edge of the graph").0;
-                    }
+        let mut used = vec![false; g.edge_count()];
+        let mut seen = vec![usize::MAX; g.node_count()];
+        for (src, pred) in self.route_trees().iter().enumerate() {
+            seen[self.ranks[src].index()] = src;
+            for &d in &self.ranks {
+                let mut v = d;
+                while seen[v.index()] != src {
+                    seen[v.index()] = src;
+                    let Some(e) = pred[v.index()] else { break };
+                    used[e.index()] = true;
+                    v = g.edge_endpoints(e).expect("edge of the graph").0;
                 }
             }
-            used
-        });
-        used.into_iter()
-            .reduce(|mut a, b| {
-                a.iter_mut().zip(b).for_each(|(x, y)| *x |= y);
-                a
-            })
-            .unwrap_or_else(|| vec![false; g.edge_count()])
+        }
+        used
     }
 
     /// Every rank's [`Topology::route_tree`], in rank order (computed on

@@ -399,9 +399,6 @@ fn lower_grouped(
     let per_chunk = runs::per_chunk(&alg.transfers, total);
     let per_bcast = runs::per_chunk(&alg.bcast, total);
     let blocks = runs::blocks(spec, &per_chunk, &per_bcast);
-    // Ranks are independent from here on: lower contiguous ranges of them
-    // on the available cores (large programs only).
-    let ranges = crate::par::ranges(n, 64);
     // A reduction's message spans the blocks in which a rank's whole
     // reduce subtree agrees (whatever the blocks' broadcast trees); a
     // broadcast's, those a rank receives over one edge, unless asked not
@@ -427,8 +424,11 @@ fn lower_grouped(
         relays_in_turn: opts.relays_in_turn && spec.coll != Collective::ReduceScatter,
     };
     let grouping = (nlogical, group);
-    if n >= PROBE_MIN_RANKS && opts.max_tbs < usize::MAX {
-        let (first, _) = lower_ranks(alg, &trees, grouping, 0..PROBE_RANKS);
+    // At scale the first ranks go first, alone: over the budget, the rest
+    // is not lowered; within it, they are the program's first ranks.
+    let probe = (n >= PROBE_MIN_RANKS && opts.max_tbs < usize::MAX)
+        .then(|| lower_ranks(alg, &trees, grouping, 0..PROBE_RANKS));
+    if let Some((first, _)) = &probe {
         let most = first.iter().map(|g| g.tbs.len()).max().unwrap_or(0);
         if most > opts.max_tbs {
             return Err(LowerError::Threadblocks {
@@ -437,10 +437,17 @@ fn lower_grouped(
             });
         }
     }
+    // Ranks are independent: lower contiguous ranges of the rest on the
+    // available cores (large programs only).
+    let done = if probe.is_some() { PROBE_RANKS } else { 0 };
+    let ranges: Vec<std::ops::Range<usize>> = crate::par::ranges(n - done, 64)
+        .into_iter()
+        .map(|r| r.start + done..r.end + done)
+        .collect();
     let parts = crate::par::map(&ranges, |r| lower_ranks(alg, &trees, grouping, r.clone()));
     let mut gpus = Vec::with_capacity(n);
     let mut max_chan = 0usize;
-    for (g, m) in parts {
+    for (g, m) in probe.into_iter().chain(parts) {
         gpus.extend(g);
         max_chan = max_chan.max(m);
     }
