@@ -29,17 +29,37 @@ fn unpack(a: u64) -> (u32, u32) {
     ((a >> 32) as u32, a as u32)
 }
 
+/// A slot of a rank's memory: its value and its access history, side by
+/// side (execution reads both at once).
+#[derive(Clone)]
+struct Cell<V> {
+    val: Option<V>,
+    acc: Access,
+}
+
 /// One rank during execution: its slots' values and access histories, and
 /// its threadblocks' vector clocks.
 pub(super) struct Rank<V> {
-    pub(super) val: Vec<Option<V>>,
-    acc: Vec<Access>,
+    cells: Vec<Cell<V>>,
     /// Reads of a slot by a second, third … threadblock since its last write.
     more_reads: HashMap<usize, Vec<(u32, u32)>>,
     /// Threadblocks on this rank.
     t: usize,
     /// Vector clock per TB (row-major t × t): steps of each TB known complete.
     vc: Vec<u32>,
+    /// Slot of chunk 0 of `i`, `o` and scratch (`Buf` order) after the
+    /// mode's aliasing: chunk k of a buffer is its base plus k.
+    base: [usize; 3],
+}
+
+impl<V> Rank<V> {
+    /// The value in slot `s` (None: never written).
+    pub(super) fn value(&self, s: usize) -> Option<&V> {
+        self.cells[s].val.as_ref()
+    }
+    fn slot(&self, buf: Buf, off: i32) -> usize {
+        self.base[buf as usize] + off as usize
+    }
 }
 
 /// Slot index within a rank, after aliasing (`Buffers::slot`).
@@ -81,131 +101,125 @@ pub(super) fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, V
             // 32838.
             let scratch = g.s_chunks.clamp(0, crate::verify::structure::REACH) as usize;
             let slots = slots(p, mode, scratch);
-            let mut val = vec![None; slots];
+            let empty = Cell {
+                val: None,
+                acc: Access {
+                    write: NO_ACCESS,
+                    read: NO_ACCESS,
+                },
+            };
+            let mut cells = vec![empty; slots];
             for k in 0..b.i_chunks {
-                val[slot(p, gi, mode, Buf::Input, k)] = Some(input_value(p, g.id as usize, k));
+                cells[slot(p, gi, mode, Buf::Input, k)].val =
+                    Some(input_value(p, g.id as usize, k));
             }
             let t = g.tbs.len();
             Rank {
-                val,
-                acc: vec![
-                    Access {
-                        write: NO_ACCESS,
-                        read: NO_ACCESS
-                    };
-                    slots
-                ],
+                cells,
                 more_reads: HashMap::new(),
                 t,
                 vc: vec![0; t * t],
+                base: [Buf::Input, Buf::Output, Buf::Scratch].map(|buf| slot(p, gi, mode, buf, 0)),
             }
         })
         .collect();
-    // Messages in flight: one arena slot per chunk sent, at the sending
-    // step's offset. Snapshots of vector clocks after `hasdep` steps.
+    // Messages in flight, a slot per chunk; vector clocks after `hasdep`
+    // steps for their waiters (both arenas as the plan hands them out).
     let mut msgs: Vec<V> = vec![V::expected(0, 0); plan.msg_total];
-    let mut snaps: Vec<Vec<u32>> = vec![Vec::new(); plan.nsnaps];
-    for &gid in &plan.order {
-        let gid = gid as usize;
-        {
-            let (gi, ti, si) = plan.loc[gid];
-            let (gi, ti, si) = (gi as usize, ti as usize, si as usize);
-            let g = &p.gpus[gi];
-            let st = &plan.steps[gid];
-            let here = || format!("{} in {} mode", at(p, g.id as usize, ti, si), mode.name());
-            let rk = &mut ranks[gi];
-            let t = rk.t;
-            // Happens-before: program order plus the dependency.
-            if st.dep_snap != NONE {
-                let snap = &snaps[st.dep_snap as usize];
-                for (x, y) in rk.vc[ti * t..(ti + 1) * t].iter_mut().zip(snap) {
-                    *x = (*x).max(*y);
-                }
+    let mut snaps: Vec<u32> = vec![0; plan.snap_total];
+    for st in &plan.run {
+        let (gi, ti, si) = (st.gi as usize, st.ti as usize, st.si as usize);
+        let g = &p.gpus[gi];
+        let here = || format!("{} in {} mode", at(p, g.id as usize, ti, si), mode.name());
+        let rk = &mut ranks[gi];
+        let t = rk.t;
+        // Happens-before: program order plus the dependency.
+        let row = ti * t..(ti + 1) * t;
+        if st.dep_snap != NONE {
+            let snap = &snaps[st.dep_snap as usize..][..t];
+            for (x, y) in rk.vc[row.clone()].iter_mut().zip(snap) {
+                *x = (*x).max(*y);
             }
-            rk.vc[ti * t + ti] = si as u32 + 1;
-            let cnt = if st.kind == StepKind::Nop {
-                0
-            } else {
-                st.cnt as usize
+        }
+        rk.vc[ti * t + ti] = si as u32 + 1;
+        let cnt = if st.kind == StepKind::Nop {
+            0
+        } else {
+            st.cnt as usize
+        };
+        // Pairing and equal counts were checked by `plan`.
+        let (msg_in, msg_out) = (st.msg_in as usize, st.msg_out as usize);
+        for j in 0..cnt {
+            let src = (st.srcoff >= 0).then(|| rk.slot(st.srcbuf, st.srcoff) + j);
+            let dst = (st.dstoff >= 0).then(|| rk.slot(st.dstbuf, st.dstoff) + j);
+            let read = |rk: &mut Rank<V>, s: usize, buf: Buf, off: i32| -> Result<V, VerifyError> {
+                check_access(rk, s, ti, si, false).map_err(|(t2, s2, w)| {
+                    race(p, g.id, ti, si, t2, s2, w, buf, off as i64 + j as i64, mode)
+                })?;
+                rk.cells[s].val.clone().ok_or_else(|| {
+                    VerifyError::new(
+                        "uninitialised-read",
+                        format!(
+                            "{}: reads {}[{}], which nothing has written",
+                            here(),
+                            buf.letter(),
+                            off as i64 + j as i64
+                        ),
+                    )
+                    .with_at(location(p, gi, ti, si))
+                })
             };
-            // Pairing and equal counts were checked by `plan`.
-            let (msg_in, msg_out) = (st.msg_in as usize, st.msg_out as usize);
-            #[allow(clippy::needless_range_loop)]
-            for j in 0..cnt {
-                let src =
-                    (st.srcoff >= 0).then(|| slot(p, gi, mode, st.srcbuf, st.srcoff as usize + j));
-                let dst =
-                    (st.dstoff >= 0).then(|| slot(p, gi, mode, st.dstbuf, st.dstoff as usize + j));
-                let read =
-                    |rk: &mut Rank<V>, s: usize, buf: Buf, off: i64| -> Result<V, VerifyError> {
-                        check_access(rk, s, ti, si, false).map_err(|(t2, s2, w)| {
-                            race(p, g.id, ti, si, t2, s2, w, buf, off + j as i64, mode)
-                        })?;
-                        rk.val[s].clone().ok_or_else(|| {
-                            VerifyError::new(
-                                "uninitialised-read",
-                                format!(
-                                    "{}: reads {}[{}], which nothing has written",
-                                    here(),
-                                    buf.letter(),
-                                    off + j as i64
-                                ),
-                            )
-                            .with_at(location(p, gi, ti, si))
-                        })
-                    };
-                let value = match st.kind {
-                    StepKind::Send => Some(read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?),
-                    StepKind::Recv | StepKind::RecvCopySend => {
-                        Some(std::mem::replace(&mut msgs[msg_in + j], V::expected(0, 0)))
-                    }
-                    StepKind::RecvReduceSend
-                    | StepKind::RecvReduceCopy
-                    | StepKind::RecvReduceCopySend => {
-                        let mut v = std::mem::replace(&mut msgs[msg_in + j], V::expected(0, 0));
-                        v.add(&read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?);
-                        Some(v)
-                    }
-                    StepKind::Copy => Some(read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?),
-                    StepKind::Reduce => {
-                        let mut v = read(rk, dst.unwrap_or(0), st.dstbuf, st.dstoff)?;
-                        v.add(&read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?);
-                        Some(v)
-                    }
-                    StepKind::Nop => None,
-                };
-                if st.kind.writes_dst() {
-                    let d = dst.unwrap_or(0);
-                    check_access(rk, d, ti, si, true).map_err(|(t2, s2, w)| {
-                        race(
-                            p,
-                            g.id,
-                            ti,
-                            si,
-                            t2,
-                            s2,
-                            w,
-                            st.dstbuf,
-                            st.dstoff + j as i64,
-                            mode,
-                        )
-                    })?;
-                    if st.kind.sends() {
-                        rk.val[d] = value.clone();
-                    } else {
-                        rk.val[d] = value;
-                        continue;
-                    }
+            let value = match st.kind {
+                StepKind::Send => Some(read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?),
+                StepKind::Recv | StepKind::RecvCopySend => {
+                    Some(std::mem::replace(&mut msgs[msg_in + j], V::expected(0, 0)))
                 }
+                StepKind::RecvReduceSend
+                | StepKind::RecvReduceCopy
+                | StepKind::RecvReduceCopySend => {
+                    let mut v = std::mem::replace(&mut msgs[msg_in + j], V::expected(0, 0));
+                    v.add(&read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?);
+                    Some(v)
+                }
+                StepKind::Copy => Some(read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?),
+                StepKind::Reduce => {
+                    let mut v = read(rk, dst.unwrap_or(0), st.dstbuf, st.dstoff)?;
+                    v.add(&read(rk, src.unwrap_or(0), st.srcbuf, st.srcoff)?);
+                    Some(v)
+                }
+                StepKind::Nop => None,
+            };
+            if st.kind.writes_dst() {
+                let d = dst.unwrap_or(0);
+                check_access(rk, d, ti, si, true).map_err(|(t2, s2, w)| {
+                    race(
+                        p,
+                        g.id,
+                        ti,
+                        si,
+                        t2,
+                        s2,
+                        w,
+                        st.dstbuf,
+                        st.dstoff as i64 + j as i64,
+                        mode,
+                    )
+                })?;
                 if st.kind.sends() {
-                    if let Some(v) = value {
-                        msgs[msg_out + j] = v;
-                    }
+                    rk.cells[d].val = value.clone();
+                } else {
+                    rk.cells[d].val = value;
+                    continue;
                 }
             }
-            if st.hasdep {
-                snaps[st.snap as usize] = rk.vc[ti * t..(ti + 1) * t].to_vec();
+            if st.kind.sends() {
+                if let Some(v) = value {
+                    msgs[msg_out + j] = v;
+                }
             }
+        }
+        if st.snap != NONE {
+            snaps[st.snap as usize..][..t].copy_from_slice(&rk.vc[row]);
         }
     }
     Ok(ranks)
@@ -224,7 +238,7 @@ fn check_access<V>(
     let vc = &rk.vc[ti * t..(ti + 1) * t];
     // Is (tb, step) ordered before the current step? (Own TB: program order.)
     let ordered = |(tb, q): (u32, u32)| tb as usize == ti || vc[tb as usize] > q;
-    let a = &mut rk.acc[s];
+    let a = &mut rk.cells[s].acc;
     if a.write != NO_ACCESS && !ordered(unpack(a.write)) {
         let (wt, wp) = unpack(a.write);
         return Err((wt, wp, true));

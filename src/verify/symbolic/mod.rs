@@ -120,20 +120,32 @@ fn postcondition<V: Sym>(
     let c = p.nchunksperloop as usize;
     let cps = c / n;
     let results = p.coll.buffers(c, n).o_chunks;
+    // Every global chunk's reduction, once: allreduce wants each on every
+    // rank, and building one costs a term per rank.
+    let reduced: Vec<V> = match p.coll {
+        Collective::ReduceScatter | Collective::AllReduce => {
+            (0..c).map(|k| V::expected(n, k)).collect()
+        }
+        Collective::AllGather => Vec::new(),
+    };
     for r in 0..n {
         let gi = plan.idx.gpu_of_rank[r];
         for k in 0..results {
             let (buf, off) = result_at(p, gi, r, k);
             let s = slot(p, gi, mode, buf, off);
+            let copy;
             let want = match p.coll {
-                Collective::ReduceScatter => V::expected(n, r * cps + k),
-                Collective::AllReduce => V::expected(n, k),
-                Collective::AllGather => V::input(k / cps, k),
+                Collective::ReduceScatter => &reduced[r * cps + k],
+                Collective::AllReduce => &reduced[k],
+                Collective::AllGather => {
+                    copy = V::input(k / cps, k);
+                    &copy
+                }
             };
-            match &ranks[gi].val[s] {
-                Some(v) if *v == want => {}
-                Some(v) => return Err((r, k, v.clone(), want)),
-                None => return Err((r, k, V::expected(0, 0), want)),
+            match ranks[gi].value(s) {
+                Some(v) if v == want => {}
+                Some(v) => return Err((r, k, v.clone(), want.clone())),
+                None => return Err((r, k, V::expected(0, 0), want.clone())),
             }
         }
     }

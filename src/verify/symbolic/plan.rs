@@ -9,46 +9,51 @@ use crate::verify::structure::Index;
 use crate::verify::{at, location, VerifyError};
 
 /// The flattened program with pairing and an execution order. Global step
-/// ids, event ids and offsets are u32 (a Program read from XML or lowered
-/// has far fewer than 2³² steps; `plan` checks).
+/// ids, event ids and arena offsets are u32 (a Program read from XML or
+/// lowered has far fewer than 2³² steps; `plan` checks).
 pub(super) struct Plan<'p> {
     pub(super) p: &'p Program,
-    /// (gi, ti, si) per global step id.
-    pub(super) loc: Vec<(u32, u32, u32)>,
-    /// The fields execution reads, per global step id, packed: execution
-    /// visits steps in happens-before order, all over memory, and one
-    /// small record costs one cache miss where the Program's steps cost
-    /// three pointer hops.
-    pub(super) steps: Vec<Instr>,
-    /// Steps in execution order (each at its first event).
-    pub(super) order: Vec<u32>,
+    /// The steps in execution order, each with the fields execution reads.
+    /// Execution follows happens-before, which jumps all over the ranks;
+    /// reading the steps in the order they run, with the message and
+    /// snapshot arenas numbered in that order too, keeps those reads
+    /// sequential and leaves only the ranks' own state to random access.
+    pub(super) run: Vec<Instr>,
     pub(super) idx: Index,
-    /// Chunks in all messages (the arena's size; one slot per chunk sent).
+    /// The message arena's size in chunks (the most in flight at once).
     pub(super) msg_total: usize,
-    /// `hasdep` steps (snapshots of vector clocks).
-    pub(super) nsnaps: usize,
+    /// The snapshot arena's size: vector clocks (a rank's threadblock
+    /// count each) that some waiter has yet to read, at most at once.
+    pub(super) snap_total: usize,
 }
 
 pub(super) const NONE: u32 = u32::MAX;
 
 /// A step as execution reads it, with everything resolved that execution
-/// would otherwise look up elsewhere.
+/// would otherwise look up elsewhere. Offsets and counts fit i32: the
+/// structural rules (offsets ≤ 32767, `cnt` ≤ 71) have passed.
 #[derive(Clone, Copy)]
 pub(super) struct Instr {
+    /// Where the step is: `<gpu>` position, threadblock position, step.
+    pub(super) gi: u32,
+    pub(super) ti: u32,
+    pub(super) si: u32,
     pub(super) kind: StepKind,
     pub(super) srcbuf: Buf,
     pub(super) dstbuf: Buf,
     pub(super) hasdep: bool,
-    pub(super) cnt: i64,
-    pub(super) srcoff: i64,
-    pub(super) dstoff: i64,
+    pub(super) cnt: i32,
+    pub(super) srcoff: i32,
+    pub(super) dstoff: i32,
     /// Receiving steps: where the incoming message starts in the arena.
     pub(super) msg_in: u32,
     /// Sending steps: where the outgoing message starts in the arena.
     pub(super) msg_out: u32,
-    /// Steps with a dependency: the target's snapshot (NONE if it has none).
+    /// Steps with a dependency: where the target's snapshot starts in the
+    /// snapshot arena (NONE if it has none).
     pub(super) dep_snap: u32,
-    /// `hasdep` steps: this step's snapshot.
+    /// `hasdep` steps some step waits on: where this step's snapshot
+    /// starts (NONE for every other step).
     pub(super) snap: u32,
 }
 
@@ -149,19 +154,18 @@ fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
     let fl = Flat::new(p);
     let total = fl.loc.len();
     let ev = events(p, split, total)?;
-    let (pair_prev, msg_in) = pair(&fl, &res, &ev.msg_off)?;
+    let pair_prev = pair(&fl, &res)?;
     let dep_of = dependencies(&fl, &res);
     let (start, indeg, targets) = adjacency(&fl, split, &ev, &dep_of, &pair_prev);
     let order = order(&fl, &ev, &start, indeg, &targets)?;
-    let steps = instrs(p, &ev, &msg_in, &dep_of);
+    drop((start, targets, ev));
+    let (run, msg_total, snap_total) = instrs(&fl, &order, &pair_prev, &dep_of)?;
     Ok(Plan {
         p,
-        loc: fl.loc,
-        steps,
-        order,
+        run,
         idx,
-        msg_total: ev.msg_total,
-        nsnaps: ev.nsnaps,
+        msg_total,
+        snap_total,
     })
 }
 
@@ -209,18 +213,12 @@ impl<'p> Flat<'p> {
 }
 
 /// Events: a step's first event, and its last (the same for one-event
-/// steps; the next id for receive-then-send steps). Also: each sending
-/// step's offset in the message arena, and each hasdep step's snapshot
-/// index.
+/// steps; the next id for receive-then-send steps).
 struct Events {
     first: Vec<u32>,
     last: Vec<u32>,
     /// Events in all.
     nodes: usize,
-    msg_off: Vec<u32>,
-    snap_of: Vec<u32>,
-    msg_total: usize,
-    nsnaps: usize,
 }
 
 /// Number the events of the `total` steps (see `Events`).
@@ -228,9 +226,6 @@ fn events(p: &Program, split: bool, total: usize) -> Result<Events, VerifyError>
     let mut first = vec![0u32; total];
     let mut last = vec![0u32; total];
     let mut nodes = 0usize;
-    let mut msg_off = vec![NONE; total];
-    let mut snap_of = vec![NONE; total];
-    let (mut msg_total, mut nsnaps) = (0usize, 0usize);
     for (gid, s) in p.steps().enumerate() {
         first[gid] = nodes as u32;
         nodes += events_of(s, split);
@@ -244,41 +239,17 @@ fn events(p: &Program, split: bool, total: usize) -> Result<Events, VerifyError>
             ));
         }
         last[gid] = nodes as u32 - 1;
-        if s.kind.sends() {
-            msg_off[gid] = msg_total.min(NONE as usize) as u32;
-            msg_total += s.cnt.max(0) as usize;
-        }
-        if s.hasdep {
-            snap_of[gid] = nsnaps as u32;
-            nsnaps += 1;
-        }
     }
-    if msg_total >= NONE as usize {
-        return Err(VerifyError::new(
-            "size",
-            format!("{msg_total} chunks in messages is more than the verifier handles"),
-        ));
-    }
-    Ok(Events {
-        first,
-        last,
-        nodes,
-        msg_off,
-        snap_of,
-        msg_total,
-        nsnaps,
-    })
+    Ok(Events { first, last, nodes })
 }
 
-/// Per receiving step, the step that sends it its message and where that
-/// message starts in the arena (`msg_off` from `Events`).
-fn pair(fl: &Flat, res: &Resolved, msg_off: &[u32]) -> Result<(Vec<u32>, Vec<u32>), VerifyError> {
+/// Per receiving step, the step that sends it its message.
+fn pair(fl: &Flat, res: &Resolved) -> Result<Vec<u32>, VerifyError> {
     let (p, base, total) = (fl.p, &fl.base, fl.loc.len());
     // Pairing (counts and cnt already checked by the structure pass): the
     // k-th send of a threadblock with the k-th receive of the peer's
     // threadblock on the same channel.
     let mut pair_prev = vec![NONE; total];
-    let mut msg_in = vec![NONE; total];
     for c in &res.conns {
         let (Some(sk), Some(rk)) = (c.sender, c.receiver) else {
             continue;
@@ -304,7 +275,6 @@ fn pair(fl: &Flat, res: &Resolved, msg_off: &[u32]) -> Result<(Vec<u32>, Vec<u32
                 .with_at(fl.locate(rcv)));
             }
             pair_prev[rcv] = snd as u32;
-            msg_in[rcv] = msg_off[snd];
         }
     }
     for (gid, &prev) in pair_prev.iter().enumerate() {
@@ -316,7 +286,7 @@ fn pair(fl: &Flat, res: &Resolved, msg_off: &[u32]) -> Result<(Vec<u32>, Vec<u32
             .with_at(fl.locate(gid)));
         }
     }
-    Ok((pair_prev, msg_in))
+    Ok(pair_prev)
 }
 
 /// Per step with a dependency, the global id of the step it waits on.
@@ -472,28 +442,135 @@ fn order(
     Ok(order)
 }
 
-/// The steps as execution reads them.
-fn instrs(p: &Program, ev: &Events, msg_in: &[u32], dep_of: &[u32]) -> Vec<Instr> {
-    let (msg_off, snap_of) = (&ev.msg_off, &ev.snap_of);
-    p.steps()
-        .enumerate()
-        .map(|(gid, s)| Instr {
-            kind: s.kind,
-            srcbuf: s.srcbuf,
-            dstbuf: s.dstbuf,
-            hasdep: s.hasdep,
-            cnt: s.cnt,
-            srcoff: s.srcoff,
-            dstoff: s.dstoff,
-            msg_in: msg_in[gid],
-            msg_out: msg_off[gid],
-            dep_snap: match dep_of[gid] {
-                NONE => NONE,
-                d => snap_of[d as usize],
-            },
-            snap: snap_of[gid],
-        })
-        .collect()
+/// Slots of an arena handed out in execution order and given back once
+/// their last reader has run, so the arena holds only what is live at
+/// once (the messages in flight, the vector clocks some waiter has yet to
+/// read) and stays small and warm in the cache.
+#[derive(Default)]
+struct Arena {
+    /// Free slots, by length.
+    free: Vec<Vec<u32>>,
+    /// Entries handed out so far (the arena's size).
+    size: usize,
+}
+
+impl Arena {
+    /// A slot of `len` entries; None when the arena would pass u32.
+    fn take(&mut self, len: u32) -> Option<u32> {
+        if let Some(at) = self.free.get_mut(len as usize).and_then(Vec::pop) {
+            return Some(at);
+        }
+        let at = self.size;
+        self.size += len as usize;
+        (self.size < NONE as usize).then_some(at as u32)
+    }
+    fn give(&mut self, at: u32, len: u32) {
+        let len = len as usize;
+        if self.free.len() <= len {
+            self.free.resize_with(len + 1, Vec::new);
+        }
+        self.free[len].push(at);
+    }
+}
+
+/// The steps as execution reads them, in `order`, with their message and
+/// snapshot slots ([`Arena`]): a sender runs before its receiver (its
+/// first event precedes its send, which precedes the receive, the
+/// receiver's first event) and a dependency's target before its waiters,
+/// so every slot a step reads was handed out before it. A receiver gives
+/// its message's slot back after taking its own output's; a target's
+/// snapshot slot comes back after its last waiter, and a `hasdep` step no
+/// step waits on takes none. Returns the steps and both arenas' sizes.
+fn instrs(
+    fl: &Flat,
+    order: &[u32],
+    pair_prev: &[u32],
+    dep_of: &[u32],
+) -> Result<(Vec<Instr>, usize, usize), VerifyError> {
+    let p = fl.p;
+    let total = fl.loc.len();
+    let too_big = |what: &str, n: usize| {
+        VerifyError::new(
+            "size",
+            format!("{n} {what} is more than the verifier handles"),
+        )
+    };
+    let small = |v: i64| {
+        i32::try_from(v)
+            .map_err(|_| too_big("as a step's offset or count", v.unsigned_abs() as usize))
+    };
+    // Waiters per dependency target, counted down as they run.
+    let mut waiters = vec![0u32; total];
+    for &d in dep_of.iter().filter(|&&d| d != NONE) {
+        waiters[d as usize] += 1;
+    }
+    // Each step packed in a pass over the Program in its own order, with
+    // its sender's and its target's ids in `msg_in` and `dep_snap` and its
+    // waiter count in `snap` for now; then gathered in execution order
+    // (independent reads, which the processor overlaps); then the arenas'
+    // slots assigned in that order.
+    let mut packed = Vec::with_capacity(total);
+    for (gi, g) in p.gpus.iter().enumerate() {
+        for (ti, t) in g.tbs.iter().enumerate() {
+            for (si, s) in t.steps.iter().enumerate() {
+                let gid = packed.len();
+                packed.push(Instr {
+                    gi: gi as u32,
+                    ti: ti as u32,
+                    si: si as u32,
+                    kind: s.kind,
+                    srcbuf: s.srcbuf,
+                    dstbuf: s.dstbuf,
+                    hasdep: s.hasdep,
+                    cnt: small(s.cnt)?,
+                    srcoff: small(s.srcoff)?,
+                    dstoff: small(s.dstoff)?,
+                    msg_in: pair_prev[gid],
+                    msg_out: NONE,
+                    dep_snap: dep_of[gid],
+                    snap: waiters[gid],
+                });
+            }
+        }
+    }
+    let mut run: Vec<Instr> = order.iter().map(|&g| packed[g as usize]).collect();
+    drop(packed);
+    let tbs = |s: &Instr| p.gpus[s.gi as usize].tbs.len() as u32;
+    let (mut msgs, mut snaps) = (Arena::default(), Arena::default());
+    // Per step id, once it has run: its message's and its snapshot's slot.
+    let mut msg_at = vec![NONE; total];
+    let mut snap_at = vec![NONE; total];
+    for (s, &gid) in run.iter_mut().zip(order) {
+        let gid = gid as usize;
+        let len = s.cnt.max(0) as u32;
+        if s.kind.sends() {
+            s.msg_out = msgs
+                .take(len)
+                .ok_or_else(|| too_big("chunks in messages", msgs.size))?;
+            msg_at[gid] = s.msg_out;
+        }
+        if s.kind.recvs() {
+            s.msg_in = msg_at[s.msg_in as usize];
+            msgs.give(s.msg_in, len);
+        }
+        let d = s.dep_snap;
+        if d != NONE {
+            s.dep_snap = snap_at[d as usize];
+            waiters[d as usize] -= 1;
+            if waiters[d as usize] == 0 && s.dep_snap != NONE {
+                snaps.give(s.dep_snap, tbs(s));
+            }
+        }
+        let waited_on = s.snap > 0;
+        s.snap = NONE;
+        if s.hasdep && waited_on {
+            s.snap = snaps
+                .take(tbs(s))
+                .ok_or_else(|| too_big("vector-clock entries", snaps.size))?;
+            snap_at[gid] = s.snap;
+        }
+    }
+    Ok((run, msgs.size, snaps.size))
 }
 
 /// (largest `cnt` of a communicating step, largest message size S at which
