@@ -139,16 +139,7 @@ impl<'a> Lexer<'a> {
     /// the end of the text.
     pub(super) fn next(&mut self) -> Result<Option<Tag<'a>>, FrontError> {
         loop {
-            while let Some(&c) = self.s.get(self.pos) {
-                match c {
-                    b' ' | b'\r' => self.pos += 1,
-                    b'\n' => {
-                        self.pos += 1;
-                        self.line += 1;
-                    }
-                    _ => break,
-                }
-            }
+            self.skip_space();
             let Some(&c) = self.s.get(self.pos) else {
                 return Ok(None);
             };
@@ -160,6 +151,20 @@ impl<'a> Lexer<'a> {
                 continue;
             }
             return self.tag(None).map(Some);
+        }
+    }
+
+    /// Skip the spaces and line ends between tags.
+    pub(super) fn skip_space(&mut self) {
+        while let Some(&c) = self.s.get(self.pos) {
+            match c {
+                b' ' | b'\r' => self.pos += 1,
+                b'\n' => {
+                    self.pos += 1;
+                    self.line += 1;
+                }
+                _ => break,
+            }
         }
     }
 

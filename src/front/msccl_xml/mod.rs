@@ -25,11 +25,13 @@
 //! values and comments, as the runtime's reader reads them, and C's
 //! `strtol`), and the runtime's parser on top of it: the `<algo>` root and
 //! its header in `parser`, the `<gpu>`, `<tb>` and `<step>` elements in
-//! `gpu`.
+//! `gpu`. `split` reads a large file's `<gpu>` elements on several cores,
+//! with exactly one pass's result.
 
 mod gpu;
 mod lex;
 mod parser;
+mod split;
 
 pub use lex::strtol;
 
@@ -48,7 +50,13 @@ pub fn load(path: &Path) -> Result<Program, FrontError> {
 
 /// Parse MSCCL XML text; `file` names the source in error messages.
 pub fn parse(text: &str, file: &str) -> Result<Program, FrontError> {
+    parse_in(text, file, split::Split::machine())
+}
+
+/// [`parse`] with the `<gpu>` elements read in the parts `split` allows.
+fn parse_in(text: &str, file: &str, split: split::Split) -> Result<Program, FrontError> {
     Parser {
+        split,
         steps: Vec::new(),
         lx: Lexer {
             s: text.as_bytes(),

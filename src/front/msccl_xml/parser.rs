@@ -17,6 +17,8 @@ use std::fmt;
 
 pub(super) struct Parser<'a> {
     pub(super) lx: Lexer<'a>,
+    /// How the `<gpu>` elements may be read on several cores.
+    pub(super) split: super::split::Split,
     /// Steps of the threadblock being read; moved out in one exact-size
     /// allocation per threadblock (growing each TB's Vec would copy every
     /// step about twice).
@@ -128,21 +130,13 @@ impl<'a> Parser<'a> {
         }
         let (mut program, hdr) = self.algo(&root)?;
         let mut counted_gpus = 0usize;
-        while let Some(t) = self.lx.child(&root)? {
-            if t.name == b"gpu" {
-                counted_gpus += 1;
-                if counted_gpus > MAX_SUBS {
-                    return Err(self.err(
-                        t.line,
-                        "gpu",
-                        format!("more than {MAX_SUBS} <gpu> elements; the runtime's child table holds {MAX_SUBS}"),
-                    ));
-                }
-                let g = self.gpu(&t, &hdr)?;
-                program.gpus.push(g);
-            } else {
-                self.lx.skip(&t)?;
-            }
+        if let Some(read) = super::split::gpus(&self, &root, &hdr) {
+            counted_gpus = read.gpus.len();
+            program.gpus = read.gpus;
+            self.lx.pos = read.pos;
+            self.lx.line = read.line;
+        } else {
+            self.children(&root, &hdr, &mut program, &mut counted_gpus)?;
         }
         self.lx.after_root = true;
         while let Some(t) = self.lx.next()? {
@@ -159,6 +153,34 @@ impl<'a> Parser<'a> {
         }
         self.node_limit(&program, counted_gpus)?;
         Ok(program)
+    }
+
+    /// The children of `root` in one pass: `<gpu>` elements into
+    /// `program` (counted in `counted`), others skipped.
+    fn children(
+        &mut self,
+        root: &Tag<'a>,
+        hdr: &Header,
+        program: &mut Program,
+        counted: &mut usize,
+    ) -> Result<(), FrontError> {
+        while let Some(t) = self.lx.child(root)? {
+            if t.name == b"gpu" {
+                *counted += 1;
+                if *counted > MAX_SUBS {
+                    return Err(self.err(
+                        t.line,
+                        "gpu",
+                        format!("more than {MAX_SUBS} <gpu> elements; the runtime's child table holds {MAX_SUBS}"),
+                    ));
+                }
+                let g = self.gpu(&t, hdr)?;
+                program.gpus.push(g);
+            } else {
+                self.lx.skip(&t)?;
+            }
+        }
+        Ok(())
     }
 
     /// The runtime keeps, per rank, 1 (algo) + every <gpu> + that rank's
