@@ -5,8 +5,8 @@ use super::{CliError, CliResult};
 use crate::front;
 use crate::ir::Runtime;
 use crate::verify::{
-    group, if_input_writable, structural, verify_all, RuleGroup, VerifyError, VerifyOptions,
-    VerifyReport,
+    group, if_input_writable, prove, structural, structural_for, RuleGroup, VerifyError,
+    VerifyOptions, VerifyReport,
 };
 use clap::Args;
 use std::path::PathBuf;
@@ -58,21 +58,17 @@ pub fn run(a: VerifyArgs) -> CliResult {
         opts.max_tbs = topo.min_sms().map(|s| s as usize);
     }
     opts.runtime = a.runtime.map(RuntimeArg::runtime);
-    let res = verify_all(&p, &opts);
-    let prog_coll = p.coll.display();
-    let file = a.file.display().to_string();
-    // Each runtime's own rules (the symbolic phase is the same for both).
+    // Each runtime's own rules (the symbolic phase is the same for all);
+    // the judged runtime's errors gate the proof.
+    let judged = opts.runtime.unwrap_or(p.runtime);
+    let per_runtime = structural_for(&p, &opts, &Runtime::ALL);
     let runtimes: Vec<RuntimeVerdict> = Runtime::ALL
-        .into_iter()
-        .map(|rt| {
-            let o = VerifyOptions {
-                runtime: Some(rt),
-                ..opts.clone()
-            };
-            let errs = structural(&p, &o);
+        .iter()
+        .zip(&per_runtime)
+        .map(|(rt, errs)| {
             // Each broken rule once, in the order first broken.
             let mut rules: Vec<&'static str> = Vec::new();
-            for e in &errs {
+            for e in errs {
                 if !rules.contains(&e.rule) {
                     rules.push(e.rule);
                 }
@@ -84,6 +80,13 @@ pub fn run(a: VerifyArgs) -> CliResult {
             }
         })
         .collect();
+    let own = Runtime::ALL.iter().position(|&rt| rt == judged);
+    let res = prove(
+        &p,
+        own.map_or_else(|| structural(&p, &opts), |i| per_runtime[i].clone()),
+    );
+    let prog_coll = p.coll.display();
+    let file = a.file.display().to_string();
     let errs: &[VerifyError] = res.as_ref().err().map_or(&[], |e| &e[..]);
     let rules = group(errs);
     let writable = if_input_writable(&p, errs, &opts);

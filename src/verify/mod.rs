@@ -142,8 +142,15 @@ pub fn verify(p: &Program, opts: &VerifyOptions) -> Result<VerifyReport, VerifyE
 /// first failure).
 pub fn verify_all(p: &Program, opts: &VerifyOptions) -> Result<VerifyReport, Vec<VerifyError>> {
     let errs = structural(p, opts);
-    if !errs.is_empty() {
-        return Err(errs);
+    prove(p, errs)
+}
+
+/// [`verify_all`] given `structural(p, opts)`'s errors: those, or when
+/// there are none the symbolic phase's verdict (for callers that judge
+/// several runtimes' rules and need not check one of them twice).
+pub fn prove(p: &Program, structural: Vec<VerifyError>) -> Result<VerifyReport, Vec<VerifyError>> {
+    if !structural.is_empty() {
+        return Err(structural);
     }
     let modes = symbolic::run(p).map_err(|e| vec![e])?;
     Ok(VerifyReport {
@@ -157,31 +164,48 @@ pub fn verify_all(p: &Program, opts: &VerifyOptions) -> Result<VerifyReport, Vec
 /// The rules that need no execution: the runtime's dialect (when
 /// `opts.runtime` names another) and the structural rulebook. Cheap: what
 /// a verdict per runtime needs, the symbolic phase being the same for
-/// both.
+/// all.
 pub fn structural(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
-    let mut errs = Vec::new();
     let runtime = opts.runtime.unwrap_or(p.runtime);
-    // RCCL's parser is the executor's: the two share their spelling.
-    if p.runtime.coll_str(p.coll) != runtime.coll_str(p.coll) {
-        errs.push(VerifyError::new(
-            "runtime",
-            format!(
-                "coll=\"{}\" is the {} runtime's spelling; the {} runtime's parser rejects it (it reads coll=\"{}\")",
-                p.runtime.coll_str(p.coll),
-                p.runtime.name(),
-                runtime.name(),
-                runtime.coll_str(p.coll)
-            ),
-        ));
-    }
-    if runtime == crate::ir::Runtime::Legacy && p.max_bytes == Some(0) {
-        errs.push(VerifyError::new(
-            "bytes-window",
-            "maxBytes 0 means \"never\" to the legacy runtime (its bound is exclusive): it never selects the file",
-        ));
-    }
-    errs.extend(structure::check(p, opts));
-    errs
+    structural_for(p, opts, &[runtime]).swap_remove(0)
+}
+
+/// [`structural`] for each of `runtimes` (in place of `opts.runtime`),
+/// the rules that do not depend on the runtime checked once.
+pub fn structural_for(
+    p: &Program,
+    opts: &VerifyOptions,
+    runtimes: &[crate::ir::Runtime],
+) -> Vec<Vec<VerifyError>> {
+    let shared = structure::check_for(p, opts, runtimes);
+    runtimes
+        .iter()
+        .zip(shared)
+        .map(|(&runtime, rest)| {
+            let mut errs = Vec::new();
+            // RCCL's parser is the executor's: the two share their spelling.
+            if p.runtime.coll_str(p.coll) != runtime.coll_str(p.coll) {
+                errs.push(VerifyError::new(
+                    "runtime",
+                    format!(
+                        "coll=\"{}\" is the {} runtime's spelling; the {} runtime's parser rejects it (it reads coll=\"{}\")",
+                        p.runtime.coll_str(p.coll),
+                        p.runtime.name(),
+                        runtime.name(),
+                        runtime.coll_str(p.coll)
+                    ),
+                ));
+            }
+            if runtime == crate::ir::Runtime::Legacy && p.max_bytes == Some(0) {
+                errs.push(VerifyError::new(
+                    "bytes-window",
+                    "maxBytes 0 means \"never\" to the legacy runtime (its bound is exclusive): it never selects the file",
+                ));
+            }
+            errs.extend(rest);
+            errs
+        })
+        .collect()
 }
 
 /// The largest message size (nccl-tests' S, as `maxBytes` counts it) at

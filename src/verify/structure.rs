@@ -29,7 +29,7 @@
 
 use super::{VerifyError, VerifyOptions};
 use crate::ir::msccl;
-use crate::ir::{Buf, Collective, GpuProgram, Location, Program, StepKind, Threadblock};
+use crate::ir::{Buf, Collective, GpuProgram, Location, Program, Runtime, StepKind, Threadblock};
 use std::collections::HashMap;
 
 /// Most TBs with a send (or receive) peer on one channel.
@@ -82,25 +82,64 @@ impl Index {
     }
 }
 
-/// Every structural violation of `p`.
-pub(crate) fn check(p: &Program, opts: &VerifyOptions) -> Vec<VerifyError> {
+/// Every structural violation of `p` judged for each of `runtimes`: per
+/// runtime, the violations in the order the GPUs, threadblocks and steps
+/// come. The rules
+/// that do not depend on the runtime (most of them: every step's) are
+/// checked once, and the GPUs are checked in ranges on the machine's
+/// cores.
+pub(crate) fn check_for(
+    p: &Program,
+    opts: &VerifyOptions,
+    runtimes: &[Runtime],
+) -> Vec<Vec<VerifyError>> {
     let mut errs = Vec::new();
     if !program(p, &mut errs) {
-        return errs;
+        return vec![errs; runtimes.len()];
     }
     let idx = Index::new(p);
-    for g in &p.gpus {
-        gpu(p, g, opts, &mut errs);
-        threadblocks(p, g, opts.runtime.unwrap_or(p.runtime), &mut errs);
-        let gi = idx.gpu_of_rank[g.id as usize];
-        for (ti, t) in g.tbs.iter().enumerate() {
-            steps(p, g, &idx.tb_of_id[gi], ti, t, opts, &mut errs);
+    let parts = crate::par::ranges(p.gpus.len(), 64);
+    let found = crate::par::map(&parts, |range| {
+        let mut out = vec![Vec::new(); runtimes.len()];
+        let mut shared = Vec::new();
+        for g in &p.gpus[range.clone()] {
+            for (list, &rt) in out.iter_mut().zip(runtimes) {
+                let o = VerifyOptions {
+                    runtime: Some(rt),
+                    ..opts.clone()
+                };
+                gpu(p, g, &o, list);
+                threadblocks(p, g, rt, list);
+            }
+            let gi = idx.gpu_of_rank[g.id as usize];
+            for (ti, t) in g.tbs.iter().enumerate() {
+                steps(p, g, &idx.tb_of_id[gi], ti, t, opts, &mut shared);
+            }
+            for list in &mut out {
+                list.extend(shared.iter().cloned());
+            }
+            shared.clear();
+        }
+        out
+    });
+    let mut out = vec![Vec::new(); runtimes.len()];
+    for part in found {
+        for (list, mut more) in out.iter_mut().zip(part) {
+            list.append(&mut more);
         }
     }
-    if errs.is_empty() {
-        pairing(p, &idx, &mut errs);
+    // Pairing only where everything else holds.
+    if out.iter().any(Vec::is_empty) {
+        let pairs: Vec<VerifyError> =
+            crate::par::map(&parts, |range| pairing(p, &idx, range.clone()))
+                .into_iter()
+                .flatten()
+                .collect();
+        for list in out.iter_mut().filter(|l| l.is_empty()) {
+            list.extend(pairs.iter().cloned());
+        }
     }
-    errs
+    out
 }
 
 /// A threadblock's location (tb by id).
@@ -301,12 +340,7 @@ fn gpu(p: &Program, g: &GpuProgram, opts: &VerifyOptions, errs: &mut Vec<VerifyE
 }
 
 /// One GPU's threadblocks: peers, channels, connections, step counts.
-fn threadblocks(
-    p: &Program,
-    g: &GpuProgram,
-    runtime: crate::ir::Runtime,
-    errs: &mut Vec<VerifyError>,
-) {
+fn threadblocks(p: &Program, g: &GpuProgram, runtime: Runtime, errs: &mut Vec<VerifyError>) {
     let r = g.id;
     let n = p.ngpus as usize;
     let max_steps = runtime.max_steps();
@@ -616,9 +650,10 @@ fn dependency(
     }
 }
 
-/// Connection pairing (§8.2 item 3).
-fn pairing(p: &Program, idx: &Index, errs: &mut Vec<VerifyError>) {
-    for g in &p.gpus {
+/// Connection pairing (§8.2 item 3), for the `<gpu>` elements in `gpus`.
+fn pairing(p: &Program, idx: &Index, gpus: std::ops::Range<usize>) -> Vec<VerifyError> {
+    let mut errs = Vec::new();
+    for g in &p.gpus[gpus] {
         let a = g.id as usize;
         for t in &g.tbs {
             if t.send < 0 {
@@ -709,6 +744,7 @@ fn pairing(p: &Program, idx: &Index, errs: &mut Vec<VerifyError>) {
             }
         }
     }
+    errs
 }
 
 /// A step's location, formatted only when a message needs it.
