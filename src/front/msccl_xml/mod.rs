@@ -35,7 +35,7 @@ mod split;
 
 pub use lex::strtol;
 
-use super::{read_text, FrontError};
+use super::{read_utf8, FrontError};
 use crate::ir::msccl::MAX_ATTRS;
 use crate::ir::Program;
 use lex::{Attr, Lexer};
@@ -44,22 +44,23 @@ use std::path::Path;
 
 /// Read an MSCCL XML file.
 pub fn load(path: &Path) -> Result<Program, FrontError> {
-    let text = read_text(path)?;
-    parse(&text, &path.display().to_string())
+    let text = read_utf8(path)?;
+    parse_in(&text, &path.display().to_string(), split::Split::machine())
 }
 
 /// Parse MSCCL XML text; `file` names the source in error messages.
 pub fn parse(text: &str, file: &str) -> Result<Program, FrontError> {
-    parse_in(text, file, split::Split::machine())
+    parse_in(text.as_bytes(), file, split::Split::machine())
 }
 
-/// [`parse`] with the `<gpu>` elements read in the parts `split` allows.
-fn parse_in(text: &str, file: &str, split: split::Split) -> Result<Program, FrontError> {
+/// [`parse`] of UTF-8 bytes, the `<gpu>` elements read in the parts
+/// `split` allows.
+fn parse_in(text: &[u8], file: &str, split: split::Split) -> Result<Program, FrontError> {
     Parser {
         split,
         steps: Vec::new(),
         lx: Lexer {
-            s: text.as_bytes(),
+            s: text,
             pos: 0,
             line: 1,
             file,

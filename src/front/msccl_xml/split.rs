@@ -210,14 +210,20 @@ mod tests {
     #[test]
     fn parts_read_what_one_pass_reads() {
         let text = shipped();
-        let one = parse_in(&text, "rs.xml", ONE_PASS).unwrap();
+        let one = parse_in(text.as_bytes(), "rs.xml", ONE_PASS).unwrap();
         for parts in [2, 3, 8, 64] {
-            assert_eq!(parse_in(&text, "rs.xml", in_parts(parts)).unwrap(), one);
+            assert_eq!(
+                parse_in(text.as_bytes(), "rs.xml", in_parts(parts)).unwrap(),
+                one
+            );
         }
         // Everything after </algo> is still read (and checked) once.
         let tail = format!("{text}<!-- after -->\n<x/>\n");
-        let one = parse_in(&tail, "rs.xml", ONE_PASS).unwrap();
-        assert_eq!(parse_in(&tail, "rs.xml", in_parts(8)).unwrap(), one);
+        let one = parse_in(tail.as_bytes(), "rs.xml", ONE_PASS).unwrap();
+        assert_eq!(
+            parse_in(tail.as_bytes(), "rs.xml", in_parts(8)).unwrap(),
+            one
+        );
     }
 
     #[test]
@@ -229,12 +235,12 @@ mod tests {
             .map(|k| format!("  <gpu id=\"{k}\" i_chunks=\"1\" o_chunks=\"1\" s_chunks=\"0\">\n"))
             .collect();
         let commented = format!("{}<!-- old\n{fake}-->\n{}", &text[..at], &text[at..]);
-        let one = parse_in(&commented, "rs.xml", ONE_PASS).unwrap();
-        let plain = parse_in(&text, "rs.xml", ONE_PASS).unwrap();
+        let one = parse_in(commented.as_bytes(), "rs.xml", ONE_PASS).unwrap();
+        let plain = parse_in(text.as_bytes(), "rs.xml", ONE_PASS).unwrap();
         assert_eq!(one.gpus.len(), plain.gpus.len());
         for parts in [2, 8, 64] {
             assert_eq!(
-                parse_in(&commented, "rs.xml", in_parts(parts)).unwrap(),
+                parse_in(commented.as_bytes(), "rs.xml", in_parts(parts)).unwrap(),
                 one
             );
         }
@@ -247,29 +253,35 @@ mod tests {
         // first in the file is reported, on its line.
         let last = text.rfind("type=\"s\"").unwrap();
         let bad = format!("{}type=\"zz\"{}", &text[..last], &text[last + 8..]);
-        let one = parse_in(&bad, "rs.xml", ONE_PASS).unwrap_err().to_string();
+        let one = parse_in(bad.as_bytes(), "rs.xml", ONE_PASS)
+            .unwrap_err()
+            .to_string();
         assert!(one.contains("zz"), "{one}");
         assert_eq!(
-            parse_in(&bad, "rs.xml", in_parts(8))
+            parse_in(bad.as_bytes(), "rs.xml", in_parts(8))
                 .unwrap_err()
                 .to_string(),
             one
         );
         let first = bad.find("type=\"s\"").unwrap();
         let both = format!("{}type=\"yy\"{}", &bad[..first], &bad[first + 8..]);
-        let one = parse_in(&both, "rs.xml", ONE_PASS).unwrap_err().to_string();
+        let one = parse_in(both.as_bytes(), "rs.xml", ONE_PASS)
+            .unwrap_err()
+            .to_string();
         assert!(one.contains("yy"), "{one}");
         assert_eq!(
-            parse_in(&both, "rs.xml", in_parts(8))
+            parse_in(both.as_bytes(), "rs.xml", in_parts(8))
                 .unwrap_err()
                 .to_string(),
             one
         );
         // An unterminated file.
         let cut = &text[..text.len() * 2 / 3];
-        let one = parse_in(cut, "rs.xml", ONE_PASS).unwrap_err().to_string();
+        let one = parse_in(cut.as_bytes(), "rs.xml", ONE_PASS)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
-            parse_in(cut, "rs.xml", in_parts(8))
+            parse_in(cut.as_bytes(), "rs.xml", in_parts(8))
                 .unwrap_err()
                 .to_string(),
             one
