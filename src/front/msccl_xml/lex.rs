@@ -526,6 +526,31 @@ impl<'a> Lexer<'a> {
 /// no digits gives 0; overflow saturates. The second value is `false` on
 /// overflow.
 pub fn strtol(s: &[u8]) -> (i64, bool) {
+    match short_decimal(s) {
+        Some(v) => (v, true),
+        None => strtol_c(s),
+    }
+}
+
+/// Nearly every value is a short decimal, maybe negative: read directly
+/// (a leading 0 means octal, so only "0" itself is one). None for any
+/// other text.
+fn short_decimal(s: &[u8]) -> Option<i64> {
+    let digits = s.strip_prefix(b"-").unwrap_or(s);
+    if !(1..=18).contains(&digits.len())
+        || (digits[0] == b'0' && digits.len() > 1)
+        || !digits.iter().all(u8::is_ascii_digit)
+    {
+        return None;
+    }
+    let v = digits
+        .iter()
+        .fold(0i64, |v, &d| v * 10 + i64::from(d - b'0'));
+    Some(if digits.len() < s.len() { -v } else { v })
+}
+
+/// [`strtol`] in full, as C reads it.
+fn strtol_c(s: &[u8]) -> (i64, bool) {
     let mut i = 0;
     while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
         i += 1;
@@ -573,6 +598,33 @@ mod tests {
     use super::super::parse;
     use super::super::testing::*;
     use super::*;
+
+    #[test]
+    fn short_decimals_read_as_c_reads_them() {
+        // Every string of up to four characters from these, and long ones.
+        let alphabet = b"-+0189 xa";
+        let mut cases: Vec<Vec<u8>> = vec![Vec::new()];
+        for _ in 0..4 {
+            let longer: Vec<Vec<u8>> = cases
+                .iter()
+                .flat_map(|c| alphabet.iter().map(move |&b| [&c[..], &[b]].concat()))
+                .collect();
+            cases.extend(longer);
+        }
+        cases.sort();
+        cases.dedup();
+        for long in [
+            "123456789012345678",
+            "1234567890123456789",
+            "-999999999999999999",
+        ] {
+            cases.push(long.as_bytes().to_vec());
+        }
+        for c in &cases {
+            assert_eq!(strtol(c), strtol_c(c), "{:?}", String::from_utf8_lossy(c));
+        }
+        assert!(short_decimal(b"-17").is_some() && short_decimal(b"017").is_none());
+    }
 
     #[test]
     fn strtol_matches_c() {
