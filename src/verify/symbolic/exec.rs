@@ -57,7 +57,7 @@ impl<V> Rank<V> {
     pub(super) fn value(&self, s: usize) -> Option<&V> {
         self.cells[s].val.as_ref()
     }
-    fn slot(&self, buf: Buf, off: i32) -> usize {
+    fn slot(&self, buf: Buf, off: i16) -> usize {
         self.base[buf as usize] + off as usize
     }
 }
@@ -142,17 +142,13 @@ pub(super) fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, V
             }
         }
         rk.vc[ti * t + ti] = si as u32 + 1;
-        let cnt = if st.kind == StepKind::Nop {
-            0
-        } else {
-            st.cnt as usize
-        };
+        let cnt = st.cnt as usize;
         // Pairing and equal counts were checked by `plan`.
         let (msg_in, msg_out) = (st.msg_in as usize, st.msg_out as usize);
         for j in 0..cnt {
             let src = (st.srcoff >= 0).then(|| rk.slot(st.srcbuf, st.srcoff) + j);
             let dst = (st.dstoff >= 0).then(|| rk.slot(st.dstbuf, st.dstoff) + j);
-            let read = |rk: &mut Rank<V>, s: usize, buf: Buf, off: i32| -> Result<V, VerifyError> {
+            let read = |rk: &mut Rank<V>, s: usize, buf: Buf, off: i16| -> Result<V, VerifyError> {
                 check_access(rk, s, ti, si, false).map_err(|(t2, s2, w)| {
                     race(p, g.id, ti, si, t2, s2, w, buf, off as i64 + j as i64, mode)
                 })?;

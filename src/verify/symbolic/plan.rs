@@ -30,21 +30,22 @@ pub(super) struct Plan<'p> {
 pub(super) const NONE: u32 = u32::MAX;
 
 /// A step as execution reads it, with everything resolved that execution
-/// would otherwise look up elsewhere. Offsets and counts fit i32: the
-/// structural rules (offsets ≤ 32767, `cnt` ≤ 71) have passed.
+/// would otherwise look up elsewhere, in 32 bytes: the structural rules
+/// have passed, so threadblocks and steps number fewer than 2¹⁶, offsets
+/// fit an i16 (≤ 32767, or −1) and `cnt` a u8 (≤ 71; a `nop`'s is 0 here,
+/// and its offsets −1, as execution ignores them).
 #[derive(Clone, Copy)]
 pub(super) struct Instr {
     /// Where the step is: `<gpu>` position, threadblock position, step.
     pub(super) gi: u32,
-    pub(super) ti: u32,
-    pub(super) si: u32,
+    pub(super) ti: u16,
+    pub(super) si: u16,
     pub(super) kind: StepKind,
     pub(super) srcbuf: Buf,
     pub(super) dstbuf: Buf,
-    pub(super) hasdep: bool,
-    pub(super) cnt: i32,
-    pub(super) srcoff: i32,
-    pub(super) dstoff: i32,
+    pub(super) cnt: u8,
+    pub(super) srcoff: i16,
+    pub(super) dstoff: i16,
     /// Receiving steps: where the incoming message starts in the arena.
     pub(super) msg_in: u32,
     /// Sending steps: where the outgoing message starts in the arena.
@@ -495,40 +496,52 @@ fn instrs(
             format!("{n} {what} is more than the verifier handles"),
         )
     };
-    let small = |v: i64| {
-        i32::try_from(v)
-            .map_err(|_| too_big("as a step's offset or count", v.unsigned_abs() as usize))
-    };
+    let narrow =
+        |v: i64, what: &str| i16::try_from(v).map_err(|_| too_big(what, v.unsigned_abs() as usize));
     // Waiters per dependency target, counted down as they run.
     let mut waiters = vec![0u32; total];
     for &d in dep_of.iter().filter(|&&d| d != NONE) {
         waiters[d as usize] += 1;
     }
     // Each step packed in a pass over the Program in its own order, with
-    // its sender's and its target's ids in `msg_in` and `dep_snap` and its
-    // waiter count in `snap` for now; then gathered in execution order
-    // (independent reads, which the processor overlaps); then the arenas'
-    // slots assigned in that order.
+    // its sender's and its target's ids in `msg_in` and `dep_snap` and, if
+    // it publishes (`hasdep`), its waiter count in `snap` for now; then
+    // gathered in execution order (independent reads, which the processor
+    // overlaps); then the arenas' slots assigned in that order.
     let mut packed = Vec::with_capacity(total);
     for (gi, g) in p.gpus.iter().enumerate() {
         for (ti, t) in g.tbs.iter().enumerate() {
             for (si, s) in t.steps.iter().enumerate() {
                 let gid = packed.len();
+                let nop = s.kind == StepKind::Nop;
                 packed.push(Instr {
                     gi: gi as u32,
-                    ti: ti as u32,
-                    si: si as u32,
+                    ti: u16::try_from(ti).map_err(|_| too_big("threadblocks on a rank", ti))?,
+                    si: u16::try_from(si).map_err(|_| too_big("steps in a threadblock", si))?,
                     kind: s.kind,
                     srcbuf: s.srcbuf,
                     dstbuf: s.dstbuf,
-                    hasdep: s.hasdep,
-                    cnt: small(s.cnt)?,
-                    srcoff: small(s.srcoff)?,
-                    dstoff: small(s.dstoff)?,
+                    cnt: if nop {
+                        0
+                    } else {
+                        u8::try_from(s.cnt).map_err(|_| {
+                            too_big("chunks in a step", s.cnt.unsigned_abs() as usize)
+                        })?
+                    },
+                    srcoff: if nop {
+                        -1
+                    } else {
+                        narrow(s.srcoff, "as a step's offset")?
+                    },
+                    dstoff: if nop {
+                        -1
+                    } else {
+                        narrow(s.dstoff, "as a step's offset")?
+                    },
                     msg_in: pair_prev[gid],
                     msg_out: NONE,
                     dep_snap: dep_of[gid],
-                    snap: waiters[gid],
+                    snap: if s.hasdep { waiters[gid] } else { 0 },
                 });
             }
         }
@@ -542,7 +555,7 @@ fn instrs(
     let mut snap_at = vec![NONE; total];
     for (s, &gid) in run.iter_mut().zip(order) {
         let gid = gid as usize;
-        let len = s.cnt.max(0) as u32;
+        let len = u32::from(s.cnt);
         if s.kind.sends() {
             s.msg_out = msgs
                 .take(len)
@@ -563,7 +576,7 @@ fn instrs(
         }
         let waited_on = s.snap > 0;
         s.snap = NONE;
-        if s.hasdep && waited_on {
+        if waited_on {
             s.snap = snaps
                 .take(tbs(s))
                 .ok_or_else(|| too_big("vector-clock entries", snaps.size))?;
