@@ -86,8 +86,8 @@ fn events_of(s: &Step, split: bool) -> usize {
 
 /// The receive event of call i of a receiving step whose first event is
 /// `first`.
-fn recv_event(first: u32, s: &Step, i: u32) -> u32 {
-    if s.kind.sends() {
+fn recv_event(first: u32, kind: StepKind, i: u32) -> u32 {
+    if kind.sends() {
         first + 2 * i
     } else {
         first + i
@@ -95,8 +95,8 @@ fn recv_event(first: u32, s: &Step, i: u32) -> u32 {
 }
 
 /// The send event of call i of a sending step whose first event is `first`.
-fn send_event(first: u32, s: &Step, i: u32) -> u32 {
-    if s.kind.recvs() {
+fn send_event(first: u32, kind: StepKind, i: u32) -> u32 {
+    if kind.recvs() {
         first + 2 * i + 1
     } else {
         first + i
@@ -178,28 +178,33 @@ struct Flat<'p> {
     base: Vec<Vec<u32>>,
     /// (gi, ti, si) per global step id.
     loc: Vec<(u32, u32, u32)>,
+    /// The kind of each step by global id (what the edges of a step's
+    /// peer need, without three pointer hops into the Program).
+    kinds: Vec<StepKind>,
 }
 
 impl<'p> Flat<'p> {
     fn new(p: &'p Program) -> Flat<'p> {
         let mut base: Vec<Vec<u32>> = Vec::with_capacity(p.gpus.len());
         let mut loc = Vec::with_capacity(p.num_steps());
+        let mut kinds = Vec::with_capacity(p.num_steps());
         for (gi, g) in p.gpus.iter().enumerate() {
             let mut b = Vec::with_capacity(g.tbs.len());
             for (ti, t) in g.tbs.iter().enumerate() {
                 b.push(loc.len() as u32);
                 for si in 0..t.steps.len() {
                     loc.push((gi as u32, ti as u32, si as u32));
+                    kinds.push(t.steps[si].kind);
                 }
             }
             base.push(b);
         }
-        Flat { p, base, loc }
-    }
-    fn step(&self, gid: usize) -> &'p Step {
-        let p = self.p;
-        let (gi, ti, si) = self.loc[gid];
-        &p.gpus[gi as usize].tbs[ti as usize].steps[si as usize]
+        Flat {
+            p,
+            base,
+            loc,
+            kinds,
+        }
     }
     fn here(&self, gid: usize) -> String {
         let p = self.p;
@@ -279,7 +284,7 @@ fn pair(fl: &Flat, res: &Resolved) -> Result<Vec<u32>, VerifyError> {
         }
     }
     for (gid, &prev) in pair_prev.iter().enumerate() {
-        if fl.step(gid).kind.recvs() && prev == NONE {
+        if prev == NONE && fl.kinds[gid].recvs() {
             return Err(VerifyError::new(
                 "pairing",
                 format!("{} receives but nothing is sent to it", fl.here(gid)),
@@ -333,9 +338,9 @@ fn for_each_edge(
             }
             if st.kind.recvs() {
                 let snd = pair_prev[me] as usize;
-                let ss = fl.step(snd);
+                let sk = fl.kinds[snd];
                 for i in 0..calls_of(st, split) {
-                    let (r, sent) = (recv_event(fm, st, i), send_event(first[snd], ss, i));
+                    let (r, sent) = (recv_event(fm, st.kind, i), send_event(first[snd], sk, i));
                     f(sent, r);
                     if cons2 != NONE {
                         // Two slots: message m needs message m − 2
@@ -345,7 +350,7 @@ fn for_each_edge(
                     // A fused receive-and-send holds its input slot
                     // until its own output has room.
                     let consumed = if st.kind.sends() {
-                        send_event(fm, st, i)
+                        send_event(fm, st.kind, i)
                     } else {
                         r
                     };
