@@ -92,10 +92,14 @@ impl Buf {
         }
     }
     pub fn parse(s: &str) -> Option<Buf> {
+        Buf::from_bytes(s.as_bytes())
+    }
+    /// [`Buf::parse`] of the bytes of an attribute value.
+    pub fn from_bytes(s: &[u8]) -> Option<Buf> {
         match s {
-            "i" => Some(Buf::Input),
-            "o" => Some(Buf::Output),
-            "s" => Some(Buf::Scratch),
+            b"i" => Some(Buf::Input),
+            b"o" => Some(Buf::Output),
+            b"s" => Some(Buf::Scratch),
             _ => None,
         }
     }
@@ -139,16 +143,20 @@ impl StepKind {
         }
     }
     pub fn parse(s: &str) -> Option<StepKind> {
+        StepKind::from_bytes(s.as_bytes())
+    }
+    /// [`StepKind::parse`] of the bytes of an attribute value.
+    pub fn from_bytes(s: &[u8]) -> Option<StepKind> {
         Some(match s {
-            "s" => StepKind::Send,
-            "r" => StepKind::Recv,
-            "rcs" => StepKind::RecvCopySend,
-            "rrs" => StepKind::RecvReduceSend,
-            "rrc" => StepKind::RecvReduceCopy,
-            "rrcs" => StepKind::RecvReduceCopySend,
-            "cpy" => StepKind::Copy,
-            "re" => StepKind::Reduce,
-            "nop" => StepKind::Nop,
+            b"s" => StepKind::Send,
+            b"r" => StepKind::Recv,
+            b"rcs" => StepKind::RecvCopySend,
+            b"rrs" => StepKind::RecvReduceSend,
+            b"rrc" => StepKind::RecvReduceCopy,
+            b"rrcs" => StepKind::RecvReduceCopySend,
+            b"cpy" => StepKind::Copy,
+            b"re" => StepKind::Reduce,
+            b"nop" => StepKind::Nop,
             _ => return None,
         })
     }

@@ -277,7 +277,7 @@ impl<'a> Parser<'a> {
                 ),
             ));
         }
-        let kind = match std::str::from_utf8(ty).ok().and_then(StepKind::parse) {
+        let kind = match StepKind::from_bytes(ty) {
             Some(k) => k,
             None if ty == b"ra" => {
                 return Err(self.err(
@@ -295,16 +295,13 @@ impl<'a> Parser<'a> {
             }
         };
         let buf = |key: &str, v: &[u8]| {
-            std::str::from_utf8(v)
-                .ok()
-                .and_then(Buf::parse)
-                .ok_or_else(|| {
-                    self.err(
-                        t.line,
-                        "step",
-                        format!("{key}=\"{}\" is not a buffer; expected i, o or s", show(v)),
-                    )
-                })
+            Buf::from_bytes(v).ok_or_else(|| {
+                self.err(
+                    t.line,
+                    "step",
+                    format!("{key}=\"{}\" is not a buffer; expected i, o or s", show(v)),
+                )
+            })
         };
         let srcbuf = buf("srcbuf", srcbuf_v)?;
         let dstbuf = buf("dstbuf", dstbuf_v)?;

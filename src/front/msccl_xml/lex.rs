@@ -115,14 +115,17 @@ impl<'a> Lexer<'a> {
     ) -> [Option<&'a [u8]>; N] {
         debug_assert_eq!(tag.serial, self.serial, "attributes of an older tag");
         let mut out = [None; N];
+        // Keys are a few bytes: compared inline, not through memcmp.
+        let same =
+            |a: &[u8], k: &str| a.len() == k.len() && a.iter().zip(k.bytes()).all(|(x, y)| *x == y);
         for (j, a) in self.attrs[..tag.nattrs].iter().enumerate() {
             // Fast path: attributes in the canonical order of `keys`.
-            if j < N && out[j].is_none() && a.key == keys[j].as_bytes() {
+            if j < N && out[j].is_none() && same(a.key, keys[j]) {
                 out[j] = Some(a.value);
                 continue;
             }
             for (i, k) in keys.iter().enumerate() {
-                if out[i].is_none() && a.key == k.as_bytes() {
+                if out[i].is_none() && same(a.key, k) {
                     out[i] = Some(a.value);
                     break;
                 }
