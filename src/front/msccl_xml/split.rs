@@ -246,6 +246,19 @@ mod tests {
         }
     }
 
+    /// The error one pass gives for `text`, checked to be the error in
+    /// parts too.
+    fn one_pass_error(text: &str) -> String {
+        let one = parse_in(text.as_bytes(), "rs.xml", ONE_PASS)
+            .unwrap_err()
+            .to_string();
+        let parts = parse_in(text.as_bytes(), "rs.xml", in_parts(8))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(parts, one);
+        one
+    }
+
     #[test]
     fn errors_are_one_pass_errors() {
         let text = shipped();
@@ -253,38 +266,13 @@ mod tests {
         // first in the file is reported, on its line.
         let last = text.rfind("type=\"s\"").unwrap();
         let bad = format!("{}type=\"zz\"{}", &text[..last], &text[last + 8..]);
-        let one = parse_in(bad.as_bytes(), "rs.xml", ONE_PASS)
-            .unwrap_err()
-            .to_string();
-        assert!(one.contains("zz"), "{one}");
-        assert_eq!(
-            parse_in(bad.as_bytes(), "rs.xml", in_parts(8))
-                .unwrap_err()
-                .to_string(),
-            one
-        );
+        let e = one_pass_error(&bad);
+        assert!(e.contains("zz"), "{e}");
         let first = bad.find("type=\"s\"").unwrap();
         let both = format!("{}type=\"yy\"{}", &bad[..first], &bad[first + 8..]);
-        let one = parse_in(both.as_bytes(), "rs.xml", ONE_PASS)
-            .unwrap_err()
-            .to_string();
-        assert!(one.contains("yy"), "{one}");
-        assert_eq!(
-            parse_in(both.as_bytes(), "rs.xml", in_parts(8))
-                .unwrap_err()
-                .to_string(),
-            one
-        );
+        let e = one_pass_error(&both);
+        assert!(e.contains("yy"), "{e}");
         // An unterminated file.
-        let cut = &text[..text.len() * 2 / 3];
-        let one = parse_in(cut.as_bytes(), "rs.xml", ONE_PASS)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            parse_in(cut.as_bytes(), "rs.xml", in_parts(8))
-                .unwrap_err()
-                .to_string(),
-            one
-        );
+        one_pass_error(&text[..text.len() * 2 / 3]);
     }
 }
