@@ -119,27 +119,9 @@ fn send_event(first: u32, kind: StepKind, i: u32) -> u32 {
 /// message is consumed by its receive event, or, in a fused
 /// receive-and-send, by the send event of the same call: the primitive
 /// holds its input slot until its own output has room, as MSCCL's and the
-/// executor's do. (One slot under those rules deadlocks every ring; one
-/// message per step and freeing the slot when the receive starts, as
-/// before, missed deadlocks the executor hit: graded tree classes, whose
-/// `cnt` = 2 and 3 steps put several messages of one step on one ring///
-/// With `split`, a step with `cnt` = k is k primitive calls, one message
-/// each ([`calls_of`]: MSCCL's split at large sizes; rscc's CPU executor
-/// splits exactly when MSCCL would); without, one. Each call is a
-/// receive event R then a send event S (`rrs`, `rcs`, `rrcs`), or one of
-/// them; a local step is one event. Edges: the events of a step in order;
-/// program order (last event of a step → first event of the next);
-/// dependencies (last event of the target → first event of the waiter); on
-/// each connection the m-th message's send → its receive (the data), and
-/// the consumption of message m − 2 → the send of message m: a FIFO of two
-/// messages, MSCCL's depth per connection (NCCL_STEPS slots hold two 2 MiB
-/// tiles; the simulator and the CPU executor default to the same). A
-/// message is consumed by its receive event, or, in a fused
-/// receive-and-send, by the send event of the same call: the primitive
-/// holds its input slot until its own output has room, as MSCCL's and the
-/// executor's do. (One slot under those rules deadlocks every ring; one
-/// message per step and freeing the slot when the receive starts, as
-/// before, missed deadlocks the executor hit: graded tree classes, whose
+/// executor's do. (One slot under those rules deadlocks every ring; a
+/// model with one message per step that frees the slot when the receive
+/// starts misses deadlocks the executor hits: graded tree classes, whose
 /// `cnt` = 2 and 3 steps put several messages of one step on one ring
 /// connection.) A cycle is a deadlock.
 fn plan(p: &Program, split: bool) -> Result<Plan<'_>, VerifyError> {
