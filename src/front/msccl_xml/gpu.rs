@@ -4,7 +4,7 @@
 //! reduce fusion and the nop-chain rule), with the checks the runtime's
 //! parser makes on each.
 
-use super::lex::{show, Tag};
+use super::lex::{show, Tag, STEP_KEYS};
 use super::parser::{Header, Parser};
 use crate::front::FrontError;
 use crate::ir::msccl::{MAX_SUBS, MAX_TBS_PER_CHANNEL};
@@ -248,23 +248,23 @@ impl<'a> Parser<'a> {
         recv_tbs: &[usize; MAX_CHAN as usize + 1],
         st: &mut TbState,
     ) -> Result<Step, FrontError> {
-        let [s, ty, srcbuf, srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep] = self.lx.get_all(
-            t,
-            &[
-                "s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps",
-                "hasdep",
-            ],
-        );
-        let s = self.req_int(t, "s", s, "")?;
-        let srcoff = self.req_int(t, "srcoff", srcoff, "")?;
-        let srcbuf_v = self.required(t, "srcbuf", srcbuf, "")?;
-        let dstoff = self.req_int(t, "dstoff", dstoff, "")?;
-        let dstbuf_v = self.required(t, "dstbuf", dstbuf, "")?;
-        let cnt = self.req_int(t, "cnt", cnt, "")?;
-        let ty = self.required(t, "type", ty, "")?;
-        let depid = self.req_int(t, "depid", depid, "")?;
-        let deps = self.req_int(t, "deps", deps, "")?;
-        let hasdep = self.req_int(t, "hasdep", hasdep, "")?;
+        let v = self.lx.step_values(t);
+        // Value i of STEP_KEYS as an int: the lexer's reading of a short
+        // decimal, or the general one (which says what is wrong).
+        let int = |i: usize| match self.lx.decimal(t, i) {
+            Some(n) => Ok(n),
+            None => self.req_int(t, STEP_KEYS[i], v[i], ""),
+        };
+        let s = int(0)?;
+        let srcoff = int(3)?;
+        let srcbuf_v = self.required(t, "srcbuf", v[2], "")?;
+        let dstoff = int(5)?;
+        let dstbuf_v = self.required(t, "dstbuf", v[4], "")?;
+        let cnt = int(6)?;
+        let ty = self.required(t, "type", v[1], "")?;
+        let depid = int(7)?;
+        let deps = int(8)?;
+        let hasdep = int(9)?;
         let max_steps = hdr.runtime.max_steps() as i64;
         if !(0..max_steps).contains(&s) {
             return Err(self.err(

@@ -38,6 +38,8 @@ pub(super) struct Tag<'a> {
     serial: u64,
     /// The tag had attributes beyond the 16 slots (dropped, as the runtime).
     extra: bool,
+    /// [`Lexer::plain_step`] read it.
+    plain: bool,
     pub(super) line: usize,
     /// Byte offset of the `<`, to re-read the tag for messages.
     start: usize,
@@ -92,6 +94,57 @@ const WORD_END: [bool; 256] = {
     t
 };
 
+/// The attributes of a `<step>`, in the order rscc and msccl-tools write
+/// them.
+pub(super) const STEP_KEYS: [&str; 10] = [
+    "s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep",
+];
+
+/// Bytes a value may hold in [`Lexer::plain_step`]: letters, digits and
+/// `-`, none of which ends a value or a word.
+const PLAIN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = (c as u8).is_ascii_alphanumeric() || c as u8 == b'-';
+        c += 1;
+    }
+    t
+};
+
+/// The longest value [`Lexer::plain_step`] reads (far below the runtime's
+/// limit, so no value it reads can break it).
+const PLAIN_LEN: usize = 24;
+
+/// At `at`: `sep` (`<step key="` or `" key="`), then a value of [`PLAIN`]
+/// bytes and its closing quote. Returns the attribute and the value's
+/// reading as a short decimal within a C `int`, and moves `at` to the
+/// closing quote.
+#[inline(always)]
+fn plain_attr<'a, const N: usize>(
+    s: &'a [u8],
+    at: &mut usize,
+    sep: &[u8; N],
+) -> Option<(Attr<'a>, Option<i64>)> {
+    if s.get(*at..*at + N)? != sep {
+        return None;
+    }
+    let key_from = sep.iter().rposition(|&c| c == b' ').unwrap_or(0) + 1;
+    let key = &s[*at + key_from..*at + N - 2];
+    let from = *at + N;
+    let len = s[from..]
+        .iter()
+        .take(PLAIN_LEN + 1)
+        .position(|&c| !PLAIN[c as usize])?;
+    if s[from + len] != b'"' {
+        return None;
+    }
+    let value = &s[from..from + len];
+    *at = from + len;
+    let num = short_decimal(value).filter(|v| i32::try_from(*v).is_ok());
+    Some((Attr { key, value }, num))
+}
+
 pub(super) struct Lexer<'a> {
     pub(super) s: &'a [u8],
     pub(super) pos: usize,
@@ -103,9 +156,26 @@ pub(super) struct Lexer<'a> {
     pub(super) attrs: [Attr<'a>; MAX_ATTRS],
     /// Tags read so far.
     pub(super) serial: u64,
+    /// The short decimals among the values of the last tag, when
+    /// [`Lexer::plain_step`] read it.
+    decimals: [Option<i64>; STEP_KEYS.len()],
 }
 
 impl<'a> Lexer<'a> {
+    /// A lexer of `s` (from `file`) at byte `pos`, which is on line `line`.
+    pub(super) fn new(s: &'a [u8], file: &'a str, pos: usize, line: usize) -> Lexer<'a> {
+        Lexer {
+            s,
+            pos,
+            line,
+            file,
+            after_root: false,
+            attrs: [Attr::default(); MAX_ATTRS],
+            serial: 0,
+            decimals: [None; STEP_KEYS.len()],
+        }
+    }
+
     /// Look up several keys among the attributes of `tag`, the last tag
     /// read, in one pass over its slots (first match wins).
     pub(super) fn get_all<const N: usize>(
@@ -152,6 +222,9 @@ impl<'a> Lexer<'a> {
             if self.s[self.pos..].starts_with(b"<!--") {
                 self.comment()?;
                 continue;
+            }
+            if let Some(t) = self.plain_step() {
+                return Ok(Some(t));
             }
             return self.tag(None).map(Some);
         }
@@ -332,6 +405,7 @@ impl<'a> Lexer<'a> {
                 nattrs: 0,
                 serial: 0,
                 extra: false,
+                plain: false,
                 line,
                 start,
             });
@@ -342,6 +416,7 @@ impl<'a> Lexer<'a> {
             nattrs: 0,
             serial: 0,
             extra: false,
+            plain: false,
             line,
             start,
         };
@@ -375,6 +450,79 @@ impl<'a> Lexer<'a> {
         self.serial += 1;
         tag.serial = self.serial;
         Ok(tag)
+    }
+
+    /// A `<step>` tag at `self.pos` written as rscc and msccl-tools write
+    /// it: the [`STEP_KEYS`] in order, each `key="value"` after one space,
+    /// values of [`PLAIN`] bytes up to [`PLAIN_LEN`] long, closed by
+    /// `"/>`. Steps are nearly all of a file's bytes, and this reads one
+    /// with a few fixed comparisons where [`Lexer::tag`] takes each byte
+    /// through the runtime's word and value rules. It reads what `tag`
+    /// would (the same tag, attributes and end position; a test holds
+    /// them side by side), and also the values that are short decimals
+    /// within a C `int` ([`Lexer::decimal`]); for any other text it
+    /// returns None having consumed nothing, and `tag` reads it, errors
+    /// included.
+    fn plain_step(&mut self) -> Option<Tag<'a>> {
+        let (s, start) = (self.s, self.pos);
+        let mut at = start;
+        // Each separator a constant, so that its comparison is a few loads.
+        let read = [
+            plain_attr(s, &mut at, b"<step s=\"")?,
+            plain_attr(s, &mut at, b"\" type=\"")?,
+            plain_attr(s, &mut at, b"\" srcbuf=\"")?,
+            plain_attr(s, &mut at, b"\" srcoff=\"")?,
+            plain_attr(s, &mut at, b"\" dstbuf=\"")?,
+            plain_attr(s, &mut at, b"\" dstoff=\"")?,
+            plain_attr(s, &mut at, b"\" cnt=\"")?,
+            plain_attr(s, &mut at, b"\" depid=\"")?,
+            plain_attr(s, &mut at, b"\" deps=\"")?,
+            plain_attr(s, &mut at, b"\" hasdep=\"")?,
+        ];
+        if s.get(at..at + 3)? != b"\"/>" {
+            return None;
+        }
+        for (i, (attr, num)) in read.into_iter().enumerate() {
+            debug_assert_eq!(attr.key, STEP_KEYS[i].as_bytes());
+            self.attrs[i] = attr;
+            self.decimals[i] = num;
+        }
+        self.pos = at + 3;
+        self.serial += 1;
+        Some(Tag {
+            kind: Kind::Single,
+            name: &s[start + 1..start + 5],
+            nattrs: STEP_KEYS.len(),
+            serial: self.serial,
+            extra: false,
+            plain: true,
+            line: self.line,
+            start,
+        })
+    }
+
+    /// The [`STEP_KEYS`] values of `tag`, a `<step>` and the last tag read
+    /// ([`Lexer::get_all`]'s answer, without the search when
+    /// [`Lexer::plain_step`] read it).
+    pub(super) fn step_values(&self, tag: &Tag<'a>) -> [Option<&'a [u8]>; STEP_KEYS.len()] {
+        if tag.plain {
+            debug_assert_eq!(tag.serial, self.serial, "attributes of an older tag");
+            std::array::from_fn(|i| Some(self.attrs[i].value))
+        } else {
+            self.get_all(tag, &STEP_KEYS)
+        }
+    }
+
+    /// Value `i` of [`STEP_KEYS`] of `tag`, the last tag read, when
+    /// [`Lexer::plain_step`] read it and it is a short decimal within a C
+    /// `int`: what [`strtol`] reads from it.
+    pub(super) fn decimal(&self, tag: &Tag<'a>, i: usize) -> Option<i64> {
+        if tag.plain {
+            debug_assert_eq!(tag.serial, self.serial, "attributes of an older tag");
+            self.decimals[i]
+        } else {
+            None
+        }
     }
 
     /// A `"`-quoted value after `=`; returns it and the byte after the
@@ -503,15 +651,7 @@ impl<'a> Lexer<'a> {
         if !tag.extra {
             return None;
         }
-        let mut again = Lexer {
-            s: self.s,
-            pos: tag.start,
-            line: tag.line,
-            file: self.file,
-            after_root: false,
-            attrs: [Attr::default(); MAX_ATTRS],
-            serial: 0,
-        };
+        let mut again = Lexer::new(self.s, self.file, tag.start, tag.line);
         let mut all = Vec::new();
         again.tag(Some(&mut all)).ok()?;
         all.iter()
@@ -695,6 +835,110 @@ mod tests {
             &OK_STEP.replace("cnt=\"1\"", "cnt=\"4294967297\"")
         )))
         .contains("32-bit int"));
+    }
+
+    fn lexer(s: &[u8]) -> Lexer<'_> {
+        Lexer::new(s, "t.xml", 0, 1)
+    }
+
+    /// `plain_step` on `text` either reads nothing or reads what `tag`
+    /// reads: the same tag, attributes, end position and serial.
+    fn plain_step_reads_as_tag(text: &[u8]) -> bool {
+        let (mut fast, mut full) = (lexer(text), lexer(text));
+        let Some(a) = fast.plain_step() else {
+            assert_eq!((fast.pos, fast.serial), (0, 0), "consumed on None");
+            return false;
+        };
+        let b = full
+            .tag(None)
+            .expect("plain_step read a tag that tag rejects");
+        assert_eq!(
+            (a.kind, a.name, a.nattrs, a.serial, a.extra, a.line, a.start),
+            (b.kind, b.name, b.nattrs, b.serial, b.extra, b.line, b.start),
+        );
+        for (x, y) in fast.attrs[..a.nattrs].iter().zip(&full.attrs[..b.nattrs]) {
+            assert_eq!((x.key, x.value), (y.key, y.value));
+        }
+        for (i, v) in fast.step_values(&a).iter().enumerate() {
+            assert_eq!(*v, full.get_all(&b, &STEP_KEYS)[i]);
+            // A decimal read on the way is what the general reading gives.
+            if let Some(n) = fast.decimal(&a, i) {
+                assert_eq!(strtol(v.unwrap()), (n, true));
+                assert!(i32::try_from(n).is_ok());
+            }
+        }
+        assert_eq!((fast.pos, fast.serial), (full.pos, full.serial));
+        true
+    }
+
+    #[test]
+    fn plain_steps_read_as_the_runtime_reads_them() {
+        let ok = format!("<step {OK_STEP}/>\n");
+        assert!(plain_step_reads_as_tag(ok.as_bytes()));
+        for (v, n) in [
+            ("-1", Some(-1)),
+            ("2147483647", Some(i32::MAX as i64)),
+            ("2147483648", None),
+            ("0x1f", None),
+            ("017", None),
+            ("", None),
+            ("rrcs", None),
+            (&"9".repeat(PLAIN_LEN), None),
+        ] {
+            let t = ok.replace("cnt=\"1\"", &format!("cnt=\"{v}\""));
+            assert!(plain_step_reads_as_tag(t.as_bytes()), "{t}");
+            let mut lx = lexer(t.as_bytes());
+            let tag = lx.plain_step().unwrap();
+            assert_eq!(lx.decimal(&tag, 6), n, "{t}");
+            assert_eq!((lx.decimal(&tag, 0), lx.decimal(&tag, 1)), (Some(0), None));
+        }
+        // Everything else is left to `tag`, which reads it or says why not.
+        for (from, to) in [
+            (
+                "cnt=\"1\"",
+                format!("cnt=\"{}\"", "9".repeat(PLAIN_LEN + 1)),
+            ),
+            ("cnt=\"1\"", "cnt=\"1 \"".into()),
+            ("cnt=\"1\"", "cnt='1'".into()),
+            ("cnt=\"1\"", "cnt=1".into()),
+            ("cnt=\"1\"", "cnt=\"+1\"".into()),
+            ("cnt=\"1\"", "cnt=\"1\n\"".into()),
+            (" cnt=", "  cnt=".into()),
+            (" cnt=", "\tcnt=".into()),
+            (" cnt=", " cnt =".into()),
+            (" cnt=\"1\"", String::new()),
+            (" hasdep=\"0\"", " hasdep=\"0\" x=\"1\"".into()),
+            ("s=\"0\" type=\"s\"", "type=\"s\" s=\"0\"".into()),
+            ("/>", ">".into()),
+            ("/>", " />".into()),
+            ("/>", "/x>".into()),
+            ("<step ", "<steps ".into()),
+        ] {
+            let t = ok.replacen(from, &to, 1);
+            assert_ne!(t, ok);
+            assert!(!plain_step_reads_as_tag(t.as_bytes()), "{t}");
+        }
+        // Cut anywhere.
+        for n in 0..ok.len() {
+            plain_step_reads_as_tag(&ok.as_bytes()[..n]);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any bytes changed anywhere in a step: `plain_step` reads what
+        /// `tag` reads, or nothing.
+        #[test]
+        fn plain_step_never_reads_otherwise(
+            edits in proptest::collection::vec((0usize..140, 0usize..16), 1..4)
+        ) {
+            let mut t = format!("<step {OK_STEP}/>\n<step {OK_STEP}/>").into_bytes();
+            let alphabet = b" \"=/>\n\r\t'a0-x9<s!";
+            for (at, b) in edits {
+                let at = at % t.len();
+                t[at] = alphabet[b];
+            }
+            plain_step_reads_as_tag(&t);
+        }
     }
 
     #[test]

@@ -36,9 +36,8 @@ mod split;
 pub use lex::strtol;
 
 use super::{read_utf8, FrontError};
-use crate::ir::msccl::MAX_ATTRS;
 use crate::ir::Program;
-use lex::{Attr, Lexer};
+use lex::Lexer;
 use parser::Parser;
 use std::path::Path;
 
@@ -59,15 +58,7 @@ fn parse_in(text: &[u8], file: &str, split: split::Split) -> Result<Program, Fro
     Parser {
         split,
         steps: Vec::new(),
-        lx: Lexer {
-            s: text,
-            pos: 0,
-            line: 1,
-            file,
-            after_root: false,
-            attrs: [Attr::default(); MAX_ATTRS],
-            serial: 0,
-        },
+        lx: Lexer::new(text, file, 0, 1),
     }
     .document()
 }

@@ -11,9 +11,9 @@
 //! pass, so the result — the Program or the first error — is always
 //! exactly what that one pass gives.
 
-use super::lex::{Attr, Lexer, Tag};
+use super::lex::{Lexer, Tag};
 use super::parser::{Header, Parser};
-use crate::ir::msccl::{MAX_ATTRS, MAX_SUBS};
+use crate::ir::msccl::MAX_SUBS;
 use crate::ir::GpuProgram;
 
 /// How many parts, from what size of `<gpu>` text on.
@@ -154,15 +154,7 @@ fn part<'a>(
             min_bytes: 0,
         },
         steps: Vec::new(),
-        lx: Lexer {
-            s,
-            pos,
-            line,
-            file,
-            after_root: false,
-            attrs: [Attr::default(); MAX_ATTRS],
-            serial: 0,
-        },
+        lx: Lexer::new(s, file, pos, line),
     };
     let mut gpus = Vec::new();
     loop {
