@@ -16,7 +16,7 @@
 //! rulebook (docs/verifier.md) checks everything else.
 
 use super::program::{Program, Step, StepKind};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt;
 
 /// Where in a Program: a rank, a threadblock (by id), a step (by
@@ -337,7 +337,7 @@ fn threadblocks(p: &Program, gpu_of_rank: &[usize]) -> Result<Threadblocks, Reso
     let n = gpu_of_rank.len();
     let mut tbs: Vec<TbRef> = Vec::with_capacity(p.num_tbs());
     let mut rank_tbs = Vec::with_capacity(n);
-    let mut tb_of_id: Vec<HashMap<i64, usize>> = vec![HashMap::new(); n];
+    let mut tb_of_id: Vec<HashMap<i64, usize>> = vec![HashMap::default(); n];
     let mut first_step = 0usize;
     for (rank, &gi) in gpu_of_rank.iter().enumerate() {
         let start = tbs.len();
@@ -387,7 +387,7 @@ fn threadblocks(p: &Program, gpu_of_rank: &[usize]) -> Result<Threadblocks, Reso
 /// threadblock; sets the threadblocks' `send_conn` / `recv_conn`.
 fn connections(p: &Program, tbs: &mut [TbRef]) -> Result<Vec<Conn>, ResolveError> {
     let mut conns: Vec<Conn> = Vec::new();
-    let mut conn_of: HashMap<(i64, usize, usize), usize> = HashMap::new();
+    let mut conn_of: HashMap<(i64, usize, usize), usize> = HashMap::default();
     for k in 0..tbs.len() {
         let (rank, chan) = (tbs[k].rank, tbs[k].chan);
         for (sends, peer) in [(true, tbs[k].send_peer), (false, tbs[k].recv_peer)] {

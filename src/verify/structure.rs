@@ -30,7 +30,7 @@
 use super::{VerifyError, VerifyOptions};
 use crate::ir::msccl;
 use crate::ir::{Buf, Collective, GpuProgram, Location, Program, Runtime, StepKind, Threadblock};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Most TBs with a send (or receive) peer on one channel.
 const MAX_PEER_TBS_PER_CHAN: usize = msccl::MAX_TBS_PER_CHANNEL;
@@ -345,10 +345,10 @@ fn threadblocks(p: &Program, g: &GpuProgram, runtime: Runtime, errs: &mut Vec<Ve
     let n = p.ngpus as usize;
     let max_steps = runtime.max_steps();
     // One TB per (chan, peer, direction); ≤ 32 peer TBs per channel.
-    let mut send_conn: HashMap<(i64, i64), i64> = HashMap::new();
-    let mut recv_conn: HashMap<(i64, i64), i64> = HashMap::new();
-    let mut sends_per_chan: HashMap<i64, usize> = HashMap::new();
-    let mut recvs_per_chan: HashMap<i64, usize> = HashMap::new();
+    let mut send_conn: HashMap<(i64, i64), i64> = HashMap::default();
+    let mut recv_conn: HashMap<(i64, i64), i64> = HashMap::default();
+    let mut sends_per_chan: HashMap<i64, usize> = HashMap::default();
+    let mut recvs_per_chan: HashMap<i64, usize> = HashMap::default();
     for t in &g.tbs {
         let tb = t.id;
         let at = tb_at(r, t, None);

@@ -7,7 +7,7 @@ use super::values::Sym;
 use super::Mode;
 use crate::ir::{Buf, Collective, Program, StepKind};
 use crate::verify::{at, location, VerifyError};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Per-slot access history for race detection: the last write and the
 /// latest read by one threadblock since then, each packed as
@@ -116,7 +116,7 @@ pub(super) fn execute<V: Sym>(plan: &Plan, mode: Mode) -> Result<Vec<Rank<V>>, V
             let t = g.tbs.len();
             Rank {
                 cells,
-                more_reads: HashMap::new(),
+                more_reads: HashMap::default(),
                 t,
                 vc: vec![0; t * t],
                 base: [Buf::Input, Buf::Output, Buf::Scratch].map(|buf| slot(p, gi, mode, buf, 0)),
