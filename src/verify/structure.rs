@@ -437,7 +437,13 @@ fn threadblocks(p: &Program, g: &GpuProgram, runtime: Runtime, errs: &mut Vec<Ve
             );
         }
     }
-    for (c, k) in sends_per_chan.iter().chain(recvs_per_chan.iter()) {
+    // In channel order, sends then receives (a map's order is the hash's).
+    let mut per_chan: Vec<(i64, usize)> = sends_per_chan.into_iter().collect();
+    per_chan.sort_unstable();
+    let mut recvs: Vec<(i64, usize)> = recvs_per_chan.into_iter().collect();
+    recvs.sort_unstable();
+    per_chan.extend(recvs);
+    for (c, k) in &per_chan {
         if *k > MAX_PEER_TBS_PER_CHAN {
             fail!(
                 errs,
