@@ -81,15 +81,18 @@ impl std::error::Error for FrontError {}
 pub fn read_text(path: &Path) -> Result<String, FrontError> {
     let name = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|e| FrontError::new(&name, e.to_string()))?;
-    String::from_utf8(bytes).map_err(|e| {
-        FrontError::new(
-            &name,
-            format!(
-                "not UTF-8 text (invalid byte at offset {})",
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })
+    String::from_utf8(bytes).map_err(|e| not_utf8(&name, e.utf8_error()))
+}
+
+/// The error for a file that is not UTF-8 ([`read_text`], [`read_utf8`]).
+fn not_utf8(name: &str, e: std::str::Utf8Error) -> FrontError {
+    FrontError::new(
+        name,
+        format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.valid_up_to()
+        ),
+    )
 }
 
 /// From this size on, [`read_utf8`] reads and checks a file in parts on
@@ -106,13 +109,7 @@ pub fn read_utf8(path: &Path) -> Result<Vec<u8>, FrontError> {
     let bytes = read_bytes(path).map_err(|e| FrontError::new(&name, e.to_string()))?;
     if !utf8_in_parts(&bytes) {
         if let Err(e) = std::str::from_utf8(&bytes) {
-            return Err(FrontError::new(
-                &name,
-                format!(
-                    "not UTF-8 text (invalid byte at offset {})",
-                    e.valid_up_to()
-                ),
-            ));
+            return Err(not_utf8(&name, e));
         }
     }
     Ok(bytes)
