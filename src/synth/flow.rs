@@ -335,18 +335,18 @@ impl FlowLp {
     /// The Algorithm with `chunks` chunks per shard on at most `lanes`
     /// logical channels.
     pub fn algorithm(&self, chunks: usize, lanes: usize) -> Algorithm {
-        self.build(chunks, lanes, false).0
+        self.build(chunks, lanes, forest::Form::Classes).0
     }
 
     /// [`FlowLp::algorithm`] with each class moving chunk by chunk
     /// (`forest::algorithm`'s pipelined form).
     pub fn pipelined(&self, chunks: usize, lanes: usize) -> Algorithm {
-        self.build(chunks, lanes, true).0
+        self.build(chunks, lanes, forest::Form::Pipelined).0
     }
 
     /// The Algorithm and its number of levels (the deepest tree's height
     /// plus one).
-    fn build(&self, chunks: usize, lanes: usize, pipelined: bool) -> (Algorithm, usize) {
+    fn build(&self, chunks: usize, lanes: usize, form: forest::Form) -> (Algorithm, usize) {
         let n = self.n;
         // parent[i·n + u] for the owner at hand.
         let mut parent = vec![usize::MAX; chunks * n];
@@ -385,13 +385,15 @@ impl FlowLp {
                 a = b;
             }
         }
-        forest::algorithm("flow", n, chunks, &classes, lanes, pipelined)
+        forest::algorithm("flow", n, chunks, &classes, lanes, form)
     }
 
     /// The chunk count ≤ 16 with the least estimated large-message time
     /// ([`forest::chunk_count`]).
     pub fn chunk_count(&self, topo: &Topology) -> usize {
-        forest::chunk_count(topo, FLOW_MAX_CHUNKS, |c| self.build(c, 1, false))
+        forest::chunk_count(topo, FLOW_MAX_CHUNKS, |c| {
+            self.build(c, 1, forest::Form::Classes)
+        })
     }
 }
 
