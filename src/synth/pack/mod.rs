@@ -186,7 +186,7 @@ struct PackSearch {
 
 /// How many of the fastest grouped plans (of more than one chunk per
 /// shard) are also scored split.
-const SPLIT_PLANS: usize = 4;
+const SPLIT_PLANS: usize = 8;
 
 impl PackSearch {
     /// The channels a plan's form starts from: one per owner grouped, one
