@@ -87,29 +87,35 @@ impl Synthesizer for Flow {
     fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
         let lp = lp(ctx)?;
         let c = ctx.opts.chunks.unwrap_or_else(|| lp.chunk_count(ctx.topo));
-        // One channel per owner (at most 32), then halving the channels
-        // while the threadblocks exceed the runtime's limits.
-        let mut lanes = vec![ctx.ranks().min(MAX_CHANNELS)];
-        while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
-            lanes.push(l / 2);
-        }
-        let form = |pipelined: bool| -> Vec<Candidate> {
+        // One channel per owner (at most 32; split, per chunk), then
+        // halving the channels while the threadblocks exceed the runtime's
+        // limits.
+        let form = |form: forest::Form, first: usize| -> Vec<Candidate> {
+            let mut lanes = vec![first];
+            while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
+                lanes.push(l / 2);
+            }
             lanes
-                .iter()
-                .map(|&lanes| {
+                .into_iter()
+                .map(|lanes| {
                     let lp = lp.clone();
-                    Box::new(move || match pipelined {
-                        false => lp.algorithm(c, lanes),
-                        true => lp.pipelined(c, lanes),
-                    }) as Candidate
+                    Box::new(move || lp.build(c, lanes, form).0) as Candidate
                 })
                 .collect()
         };
         // The classes also chunk by chunk, scored beside them: they
-        // pipeline where a chunk is one message, at a message per chunk.
+        // pipeline where a chunk is one message, at a message per chunk;
+        // and split, a channel per chunk, where fair shares of unequal
+        // connections leave links idle (`forest::Form::Split`).
+        let per_owner = ctx.ranks().min(MAX_CHANNELS);
+        let mut more = vec![form(forest::Form::Pipelined, per_owner)];
+        if c > 1 {
+            let per_chunk = (ctx.ranks() * c).min(MAX_CHANNELS);
+            more.push(form(forest::Form::Split, per_chunk));
+        }
         Ok(Offer {
-            candidates: form(false),
-            more: vec![form(true)],
+            candidates: form(forest::Form::Classes, per_owner),
+            more,
             ..Offer::default()
         })
     }
@@ -401,6 +407,41 @@ impl FlowLp {
 mod tests {
     use super::*;
     use crate::front::generate::{generate, GenParams};
+
+    /// Split (a channel per chunk), the flow LP's trees on a generated
+    /// 3-cube (random seed 2) move 1 GiB faster than grouped by owner or
+    /// pipelined: every connection carries one chunk, so fair shares
+    /// leave no link idle while another owner's connection lags (c = 3:
+    /// 6454.8 µs against 7108.3 grouped and 7329.4 pipelined).
+    #[test]
+    fn split_trees_serve_the_three_cube() {
+        use crate::lower::{lower, LowerOptions};
+        use crate::sim::{simulate, SimOptions};
+        let params = GenParams {
+            seed: Some(2),
+            ..GenParams::default()
+        };
+        let topo = generate("random", &params).unwrap();
+        let n = topo.num_ranks();
+        let lp = solve(&topo, 10.0, 0).unwrap();
+        let c = lp.chunk_count(&topo);
+        let time = |form: forest::Form, lanes: usize| {
+            let a = lp.build(c, lanes, form).0;
+            a.check().unwrap();
+            let p = lower(&a, &LowerOptions::default()).unwrap();
+            simulate(&p, &topo, 1 << 30, &SimOptions::default())
+                .unwrap()
+                .time_us
+        };
+        let split = time(forest::Form::Split, (n * c).min(MAX_CHANNELS));
+        let grouped = time(forest::Form::Classes, n);
+        let piped = time(forest::Form::Pipelined, n);
+        eprintln!("c {c}: split {split:.1} grouped {grouped:.1} pipelined {piped:.1}");
+        assert!(
+            split < 0.97 * grouped.min(piped),
+            "{split} {grouped} {piped}"
+        );
+    }
 
     /// The LP is a restriction of what the cut bound allows, so its
     /// optimum is never below x*; and every rounding builds valid trees.

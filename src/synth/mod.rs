@@ -132,7 +132,8 @@ pub struct Offer {
     pub small: Vec<Candidate>,
     /// Further groups `auto` scores as well, each its own first fit and,
     /// like `small`, limited to the sizes where it is safe (`hier`'s
-    /// three-channel star and rail lanes, `flow`'s pipelined classes).
+    /// three-channel star and rail lanes, `flow`'s pipelined and split
+    /// classes).
     pub more: Vec<Vec<Candidate>>,
     /// Groups like `more` that serve size bands only, never a lone file
     /// (`-o FILE`): `ring`'s channel-split rings, whose many chunks per
