@@ -344,14 +344,8 @@ impl FlowLp {
         self.build(chunks, lanes, forest::Form::Classes).0
     }
 
-    /// [`FlowLp::algorithm`] with each class moving chunk by chunk
-    /// (`forest::algorithm`'s pipelined form).
-    pub fn pipelined(&self, chunks: usize, lanes: usize) -> Algorithm {
-        self.build(chunks, lanes, forest::Form::Pipelined).0
-    }
-
-    /// The Algorithm and its number of levels (the deepest tree's height
-    /// plus one).
+    /// The Algorithm laid out as `form` (`forest::algorithm`), and its
+    /// number of levels (the deepest tree's height plus one).
     fn build(&self, chunks: usize, lanes: usize, form: forest::Form) -> (Algorithm, usize) {
         let n = self.n;
         // parent[i·n + u] for the owner at hand.
@@ -436,7 +430,6 @@ mod tests {
         let split = time(forest::Form::Split, (n * c).min(MAX_CHANNELS));
         let grouped = time(forest::Form::Classes, n);
         let piped = time(forest::Form::Pipelined, n);
-        eprintln!("c {c}: split {split:.1} grouped {grouped:.1} pipelined {piped:.1}");
         assert!(
             split < 0.97 * grouped.min(piped),
             "{split} {grouped} {piped}"

@@ -284,18 +284,16 @@ impl Search for PackSearch {
             let plan = plan.clone();
             Box::new(move || plan.build_form(lanes, form).0) as Candidate
         };
-        let ((plan, form), other) = if split_wins {
-            (
-                (best_split.map(|b| b.1), Form::Split),
-                best_grouped.map(|b| (b, Form::Classes)),
-            )
+        let grouped_best = best_grouped.map(|b| (b, Form::Classes));
+        let split_best = best_split.map(|b| (b, Form::Split));
+        let (win, other) = if split_wins {
+            (split_best, grouped_best)
         } else {
-            (
-                (best_grouped.map(|b| b.1), Form::Classes),
-                best_split.map(|b| (b, Form::Split)),
-            )
+            (grouped_best, split_best)
         };
-        let plan = &self.plans[plan.unwrap_or(0)];
+        // The first plan is always scored, so some form has a winner.
+        let ((_, k, _), form) = win.expect("a scored plan");
+        let plan = &self.plans[k];
         let mut lanes = vec![self.lanes(plan, form)];
         while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
             lanes.push(l / 2);
@@ -333,25 +331,11 @@ impl Integral {
     pub fn build_allreduce(&self, lanes: usize) -> Algorithm {
         let n = self.trees.len() / 2;
         let name = "pack-joint";
-        let rs = forest::algorithm(
-            name,
-            n,
-            self.chunks,
-            &self.classes(0..n),
-            lanes,
-            Form::Classes,
-        )
-        .0;
-        let out = forest::algorithm(
-            name,
-            n,
-            self.chunks,
-            &self.classes(n..2 * n),
-            lanes,
-            Form::Classes,
-        )
-        .0;
-        Algorithm::allreduce(&rs, &out.allgather_dual())
+        let half = |groups| {
+            let classes = self.classes(groups);
+            forest::algorithm(name, n, self.chunks, &classes, lanes, Form::Classes).0
+        };
+        Algorithm::allreduce(&half(0..n), &half(n..2 * n).allgather_dual())
     }
 
     /// The classes of column groups `groups` (owner: the group's index
