@@ -518,7 +518,8 @@ fn with_lowering(
 
 /// The first fit of `cands`, forms derived from candidate `c` (folded,
 /// without send threadblocks, block by block, relays in turn): `c`'s
-/// synthesizer, its size limit if it had one, and its band-only flag.
+/// synthesizer, its size limit if it had one, its band-only flag and the
+/// sizes it is scored at.
 fn refit(
     t: &Target,
     c: &Compiled,
@@ -530,6 +531,7 @@ fn refit(
         .ok()
         .map(|x| Compiled {
             band_only: c.band_only,
+            scored: c.scored.clone(),
             ..x
         })
 }
@@ -889,9 +891,12 @@ fn score(
         None => vec![None; candidates.len()],
     };
     let (n, ns) = (candidates.len(), sorted.len());
-    // Scored only below its limit: its band ends one byte below it.
+    // Scored only below its limit (its band ends one byte below it), and
+    // at the sizes it is built for.
     let skip = |ci: usize, si: usize| {
-        candidates[ci].max_size.is_some_and(|m| sorted[si] >= m) || only.is_some_and(|o| !o[ci][si])
+        candidates[ci].max_size.is_some_and(|m| sorted[si] >= m)
+            || !candidates[ci].scored.contains(&sorted[si])
+            || only.is_some_and(|o| !o[ci][si])
     };
     let reuse = |ci: usize, si: usize| -> Option<f64> {
         let (k, i) = (known?, same[ci]?);

@@ -58,6 +58,7 @@ pub fn first_fit(
                     fallbacks,
                     max_size,
                     band_only: false,
+                    scored: 0..u64::MAX,
                 })
             }
             Err(why) => {

@@ -162,6 +162,10 @@ pub struct Compiled {
     /// A schedule for size bands only, never `auto`'s lone file
     /// ([`crate::synth::Offer::bands`], and what is built from it).
     pub band_only: bool,
+    /// The sizes `auto` scores it at: every size, or for a schedule built
+    /// for some sizes only ([`crate::synth::Searched::below`], and what is
+    /// built from it) those. Unscored, a size is never its band.
+    pub scored: std::ops::Range<u64>,
 }
 
 impl Compiled {

@@ -65,11 +65,19 @@ pub(crate) fn run(
     };
     let found = search.run(&stop, &score);
     let main = fit::first_fit(topo, algo, t.shaped(algo, found.candidates), opts, true)?;
-    // Extras are offered only where they fit.
+    // Extras are offered only where they fit; those for some sizes, scored
+    // only there.
     let mut extras = Vec::new();
     for c in found.extras {
         match fit::first_fit(topo, algo, t.shaped(algo, vec![c]), opts, true) {
             Ok(c) => extras.push(c),
+            Err(e) if e.is_request() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    for (c, sizes) in found.below {
+        match fit::first_fit(topo, algo, t.shaped_as(algo, vec![c], false), opts, true) {
+            Ok(c) => extras.push(super::Compiled { scored: sizes, ..c }),
             Err(e) if e.is_request() => {}
             Err(e) => return Err(e),
         }

@@ -124,6 +124,15 @@ impl<'t> Target<'t> {
     /// is offered with its broadcast on channels of its own, then — should
     /// that exceed the runtime's channels — on the reduction's.
     pub fn shaped(&self, algo: Algo, cands: Vec<Candidate>) -> Vec<Candidate> {
+        self.shaped_as(algo, cands, true)
+    }
+
+    /// [`Target::shaped`]; with `pair` false, an allreduce's halves are not
+    /// among those `auto` pairs ([`Target::made_halves`]): a candidate
+    /// built for some sizes only (`Searched::below`) is scored as its own
+    /// allreduce there, and pairing its halves would simulate them at
+    /// every size.
+    pub fn shaped_as(&self, algo: Algo, cands: Vec<Candidate>, pair: bool) -> Vec<Candidate> {
         let op = self.op;
         match op {
             Collective::ReduceScatter => cands,
@@ -137,18 +146,20 @@ impl<'t> Target<'t> {
                     // Both forms share the halves, made by whichever is
                     // built first.
                     let made = self.halves.clone();
-                    let record = self.made.clone();
+                    let record = pair.then(|| self.made.clone());
                     let halves: Rc<LazyHalves> = Rc::new(LazyCell::new(Box::new(move || {
                         let rs = c();
                         let ag = match &made {
                             Some(h) => h.allgather(algo, &rs),
                             None => rs.allgather_dual(),
                         };
-                        record.lock().unwrap_or_else(|e| e.into_inner()).push((
-                            algo,
-                            rs.clone(),
-                            ag.clone(),
-                        ));
+                        if let Some(record) = &record {
+                            record.lock().unwrap_or_else(|e| e.into_inner()).push((
+                                algo,
+                                rs.clone(),
+                                ag.clone(),
+                            ));
+                        }
                         (rs, ag)
                     })));
                     // The broadcast on channels of its own, else on the

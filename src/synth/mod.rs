@@ -188,6 +188,11 @@ pub struct Searched {
     /// Further schedules `auto` may score (each compiled on its own, and
     /// dropped where it does not fit).
     pub extras: Vec<Candidate>,
+    /// Schedules `auto` scores like `extras`, but only at the sizes
+    /// (nccl-tests' S) in each one's range: built for some sizes, they
+    /// add nothing at the others (`pack`'s trees with their counts scaled,
+    /// pipelined, for where a chunk is one message but not a tiny one).
+    pub below: Vec<(Candidate, std::ops::Range<u64>)>,
 }
 
 /// Why a synthesizer produced nothing.

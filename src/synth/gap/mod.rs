@@ -122,7 +122,11 @@ impl Search for GapSearch {
                 extras.push(cand(p));
             }
         }
-        Searched { candidates, extras }
+        Searched {
+            candidates,
+            extras,
+            below: Vec::new(),
+        }
     }
 }
 
