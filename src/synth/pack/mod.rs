@@ -91,6 +91,7 @@ impl Synthesizer for Pack {
             search: Some(Box::new(PackSearch {
                 plans,
                 lanes: ctx.ranks().min(MAX_CHANNELS),
+                deeper: ctx.opts.chunks.is_none(),
             })),
             ..Offer::default()
         })
@@ -182,11 +183,38 @@ fn gcd(a: usize, b: usize) -> usize {
 struct PackSearch {
     plans: Vec<Rc<Integral>>,
     lanes: usize,
+    /// Whether to offer the winner's deeper pipelines (not where the
+    /// request fixes the chunk count).
+    deeper: bool,
 }
 
 /// How many of the fastest grouped plans (of more than one chunk per
 /// shard) are also scored split.
 const SPLIT_PLANS: usize = 8;
+
+/// Chunks per loop (all owners' together) the grouped winner's counts
+/// are scaled up to, by the power of two that comes closest from below
+/// (the runtime takes a file only for counts its chunks per shard divide,
+/// so no odd factor is added to the winner's), pipelined, for medium
+/// sizes: below MSCCL's tile a chunk is one
+/// message, so a class pipelines only chunk by chunk, and a class of `k`
+/// chunks on a tree of `h` levels takes about (k + h − 1) hops of a chunk
+/// where its load is k. Scaled by p, the same trees and loads take
+/// (p·k + h − 1) hops of a p times smaller chunk: the fill shrinks p-fold,
+/// for p times the messages, each with its α. Which factor pays depends on
+/// the size, so each is scored (a generated 8-GPU mesh, seed 72, at
+/// 16 MiB: 96.5 µs with 2 chunks per shard, 64.0 with 8).
+const PIPELINE_CHUNKS: [usize; 3] = [64, 128, 256];
+
+/// The sizes at which a schedule of `chunks` chunks per shard on `n`
+/// ranks has chunks of one MSCCL tile at most, and of at least 1/64 of
+/// one (32 KiB): above, the tiles pipeline every chunk, and more chunks
+/// only add messages; below, a message's α outweighs its bytes on every
+/// link (32 KiB takes 0.33 µs at 100 GB/s; links' α are 0.7 µs and more).
+fn single_message_sizes(n: usize, chunks: usize) -> std::ops::Range<u64> {
+    let top = (n * chunks) as u64 * crate::ir::msccl::SIMPLE_TILE_BYTES;
+    top / 64..top + 1
+}
 
 impl PackSearch {
     /// The channels a plan's form starts from: one per owner grouped, one
@@ -243,7 +271,9 @@ impl Search for PackSearch {
     /// allreduce's halves on every channel count it tried are what `auto`
     /// pairs); the extras, the fastest of the other form and the grouped
     /// winner chunk by chunk (`forest::algorithm`'s pipelined form, for
-    /// where a chunk is one message).
+    /// where a chunk is one message), and at the sizes where a chunk is one
+    /// message, the winner with its counts scaled to about
+    /// [`PIPELINE_CHUNKS`] chunks per loop, pipelined.
     fn run(self: Box<Self>, stop: &Stop, score: &Score) -> Searched {
         let better = |a: (f64, f64), b: (f64, f64)| {
             a.0 < b.0 || (a.0 == b.0 && a.1 < b.1 * (1.0 - PACK_GAIN))
@@ -305,11 +335,52 @@ impl Search for PackSearch {
         }
         let (k, l) = best_grouped.map_or((0, self.lanes), |b| (b.1, b.2));
         extras.push(build(&self.plans[k], Form::Pipelined, l));
-        Searched { candidates, extras }
+        // The grouped winner's trees deeper in the pipeline, for where a
+        // chunk is one message: where they have levels to fill (a star's
+        // chunks leave at once, however many there are).
+        let win = &self.plans[k];
+        let mut below: Vec<(Candidate, std::ops::Range<u64>)> = Vec::new();
+        let mut tried = Vec::new();
+        let levels = win.build(1).1;
+        for per_loop in PIPELINE_CHUNKS
+            .into_iter()
+            .filter(|_| self.deeper && levels > 1)
+        {
+            // A power of two: the file then serves the counts the
+            // winner's does, with no new odd factor in its divisor.
+            let most = per_loop / win.trees.len().max(1) / win.chunks;
+            let p = if most < 2 { 0 } else { 1 << most.ilog2() };
+            if p < 2 || tried.contains(&p) {
+                continue;
+            }
+            tried.push(p);
+            let plan = Rc::new(win.scaled(p));
+            let sizes = single_message_sizes(plan.trees.len(), plan.chunks);
+            below.push((build(&plan, Form::Pipelined, l), sizes));
+        }
+        Searched {
+            candidates,
+            extras,
+            below,
+        }
     }
 }
 
 impl Integral {
+    /// This plan with every count multiplied by `p`: the same trees and
+    /// loads, `p` times the chunks.
+    pub fn scaled(&self, p: usize) -> Integral {
+        Integral {
+            chunks: self.chunks * p,
+            trees: self
+                .trees
+                .iter()
+                .map(|ts| ts.iter().map(|(t, k)| (t.clone(), k * p)).collect())
+                .collect(),
+            u: self.u,
+        }
+    }
+
     /// The Algorithm on at most `lanes` channels, each tree's chunks one
     /// class, and its levels.
     pub fn build(&self, lanes: usize) -> (Algorithm, usize) {
@@ -554,6 +625,41 @@ mod tests {
             assert!(big <= 1.02 * loads, "seed {seed}: {big} vs {loads}");
             assert!(big >= loads * (1.0 - 1e-9), "seed {seed}: {big} vs {loads}");
         }
+    }
+
+    /// Below MSCCL's tile a chunk is one message, so a class pipelines
+    /// only chunk by chunk: the same trees with every count scaled,
+    /// pipelined, fill shorter at medium sizes. A generated 8-GPU mesh
+    /// (seed 72, 6 levels), its 2-chunk plan at 16 MiB.
+    #[test]
+    fn scaled_plans_pipeline_where_a_chunk_is_one_message() {
+        use crate::lower::{lower, LowerOptions};
+        use crate::sim::{simulate, SimOptions};
+        let params = GenParams {
+            seed: Some(72),
+            ..GenParams::default()
+        };
+        let topo = generate("random", &params).unwrap();
+        let n = topo.num_ranks();
+        let p = lp::solve(&topo, 10.0, 0).unwrap();
+        let plan = p.integral(2).unwrap_or_else(|| p.rounding(2));
+        let time = |plan: &Integral, form: Form| {
+            let a = plan.build_form(n, form).0;
+            a.check().unwrap();
+            let prog = lower(&a, &LowerOptions::default()).unwrap();
+            simulate(&prog, &topo, 16 << 20, &SimOptions::default())
+                .unwrap()
+                .time_us
+        };
+        let plain = time(&plan, Form::Classes).min(time(&plan, Form::Pipelined));
+        let scaled = plan.scaled(4);
+        assert_eq!((scaled.chunks, scaled.u), (8, plan.u));
+        let deeper = time(&scaled, Form::Pipelined);
+        // Measured: 96.5 µs (the better of grouped and pipelined), 64.0.
+        assert!(deeper <= 0.8 * plain, "{deeper} vs {plain}");
+        // 64 chunks per loop: one tile (2 MiB) each at 128 MiB, 32 KiB at
+        // 2 MiB.
+        assert_eq!(single_message_sizes(n, 8), 2 << 20..(128 << 20) + 1);
     }
 
     /// Where single routes can carry the cut bound the packing reaches it;
