@@ -193,17 +193,17 @@ struct PackSearch {
 const SPLIT_PLANS: usize = 8;
 
 /// Chunks per loop (all owners' together) the grouped winner's counts
-/// are scaled up to, by the power of two that comes closest from below
-/// (the runtime takes a file only for counts its chunks per shard divide,
-/// so no odd factor is added to the winner's), pipelined, for medium
-/// sizes: below MSCCL's tile a chunk is one
-/// message, so a class pipelines only chunk by chunk, and a class of `k`
-/// chunks on a tree of `h` levels takes about (k + h − 1) hops of a chunk
-/// where its load is k. Scaled by p, the same trees and loads take
-/// (p·k + h − 1) hops of a p times smaller chunk: the fill shrinks p-fold,
-/// for p times the messages, each with its α. Which factor pays depends on
-/// the size, so each is scored (a generated 8-GPU mesh, seed 72, at
-/// 16 MiB: 96.5 µs with 2 chunks per shard, 64.0 with 8).
+/// are scaled up to, pipelined, for medium sizes: below MSCCL's tile a
+/// chunk is one message, so a class pipelines only chunk by chunk, and a
+/// class of `k` chunks on a tree of `h` levels takes about (k + h − 1)
+/// hops of a chunk where its load is k. Scaled by p, the same trees and
+/// loads take (p·k + h − 1) hops of a p times smaller chunk: the fill
+/// shrinks p-fold, for p times the messages, each with its α. Which
+/// factor pays depends on the size, so each is scored (a generated 8-GPU
+/// mesh, seed 72, at 16 MiB: 96.5 µs with 2 chunks per shard, 64.0 with
+/// 8). p is the power of two that comes closest from below: the runtime
+/// takes a file only for the counts its chunks per shard divide, so no
+/// odd factor is added to the winner's.
 const PIPELINE_CHUNKS: [usize; 3] = [64, 128, 256];
 
 /// The sizes at which a schedule of `chunks` chunks per shard on `n`
@@ -349,8 +349,11 @@ impl Search for PackSearch {
             // A power of two: the file then serves the counts the
             // winner's does, with no new odd factor in its divisor.
             let most = per_loop / win.trees.len().max(1) / win.chunks;
-            let p = if most < 2 { 0 } else { 1 << most.ilog2() };
-            if p < 2 || tried.contains(&p) {
+            if most < 2 {
+                continue;
+            }
+            let p = 1 << most.ilog2();
+            if tried.contains(&p) {
                 continue;
             }
             tried.push(p);
