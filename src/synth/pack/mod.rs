@@ -209,8 +209,11 @@ const PIPELINE_CHUNKS: [usize; 3] = [64, 128, 256];
 /// The sizes at which a schedule of `chunks` chunks per shard on `n`
 /// ranks has chunks of one MSCCL tile at most, and of at least 1/64 of
 /// one (32 KiB): above, the tiles pipeline every chunk, and more chunks
-/// only add messages; below, a message's α outweighs its bytes on every
-/// link (32 KiB takes 0.33 µs at 100 GB/s; links' α are 0.7 µs and more).
+/// only add messages; below, a message's α weighs as much as its bytes
+/// on fast links (32 KiB takes 0.33 µs at 100 GB/s, against α of 0.7 µs
+/// and more), and a variant that reached 1 MiB there (32 chunks per loop)
+/// won no cell on eight fabrics measured, while each size scored costs a
+/// simulation.
 fn single_message_sizes(n: usize, chunks: usize) -> std::ops::Range<u64> {
     let top = (n * chunks) as u64 * crate::ir::msccl::SIMPLE_TILE_BYTES;
     top / 64..top + 1
