@@ -409,23 +409,13 @@ mod tests {
     /// 6454.8 µs against 7108.3 grouped and 7329.4 pipelined).
     #[test]
     fn split_trees_serve_the_three_cube() {
-        use crate::lower::{lower, LowerOptions};
-        use crate::sim::{simulate, SimOptions};
-        let params = GenParams {
-            seed: Some(2),
-            ..GenParams::default()
-        };
-        let topo = generate("random", &params).unwrap();
+        use forest::testing::{random_fabric, simulated_us};
+        let topo = random_fabric(2);
         let n = topo.num_ranks();
         let lp = solve(&topo, 10.0, 0).unwrap();
         let c = lp.chunk_count(&topo);
         let time = |form: forest::Form, lanes: usize| {
-            let a = lp.build(c, lanes, form).0;
-            a.check().unwrap();
-            let p = lower(&a, &LowerOptions::default()).unwrap();
-            simulate(&p, &topo, 1 << 30, &SimOptions::default())
-                .unwrap()
-                .time_us
+            simulated_us(&topo, &lp.build(c, lanes, form).0, 1 << 30)
         };
         let split = time(forest::Form::Split, (n * c).min(MAX_CHANNELS));
         let grouped = time(forest::Form::Classes, n);

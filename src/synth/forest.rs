@@ -220,6 +220,34 @@ pub fn chunk_count(
     best.1
 }
 
+/// Test support for the forest builders' users (`pack`, `flow`).
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::front::generate::{generate, GenParams};
+    use crate::ir::{Algorithm, Topology};
+
+    /// `rscc topo generate random --seed seed`.
+    pub fn random_fabric(seed: u64) -> Topology {
+        let params = GenParams {
+            seed: Some(seed),
+            ..GenParams::default()
+        };
+        generate("random", &params).unwrap()
+    }
+
+    /// `a` checked, lowered with the default options and simulated on
+    /// `topo` at `size` bytes: its time (µs).
+    pub fn simulated_us(topo: &Topology, a: &Algorithm, size: u64) -> f64 {
+        use crate::lower::{lower, LowerOptions};
+        use crate::sim::{simulate, SimOptions};
+        a.check().unwrap();
+        let prog = lower(a, &LowerOptions::default()).unwrap();
+        simulate(&prog, topo, size, &SimOptions::default())
+            .unwrap()
+            .time_us
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

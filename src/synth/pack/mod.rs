@@ -596,24 +596,14 @@ mod tests {
     /// link loads.
     #[test]
     fn split_plans_finish_near_their_link_loads() {
-        use crate::lower::{lower, LowerOptions};
-        use crate::sim::{simulate, SimOptions};
+        use forest::testing::{random_fabric, simulated_us};
         for (seed, chunks) in [(2, 3), (49, 4)] {
-            let params = GenParams {
-                seed: Some(seed),
-                ..GenParams::default()
-            };
-            let topo = generate("random", &params).unwrap();
+            let topo = random_fabric(seed);
             let n = topo.num_ranks();
             let p = lp::solve(&topo, 10.0, 0).unwrap();
             let plan = p.integral(chunks).unwrap_or_else(|| p.rounding(chunks));
             let time = |form: Form, lanes: usize, size: u64| {
-                let a = plan.build_form(lanes, form).0;
-                a.check().unwrap();
-                let prog = lower(&a, &LowerOptions::default()).unwrap();
-                simulate(&prog, &topo, size, &SimOptions::default())
-                    .unwrap()
-                    .time_us
+                simulated_us(&topo, &plan.build_form(lanes, form).0, size)
             };
             let lanes = (n * chunks).min(MAX_CHANNELS);
             let (grouped, split) = (
@@ -639,23 +629,13 @@ mod tests {
     /// (seed 72, 6 levels), its 2-chunk plan at 16 MiB.
     #[test]
     fn scaled_plans_pipeline_where_a_chunk_is_one_message() {
-        use crate::lower::{lower, LowerOptions};
-        use crate::sim::{simulate, SimOptions};
-        let params = GenParams {
-            seed: Some(72),
-            ..GenParams::default()
-        };
-        let topo = generate("random", &params).unwrap();
+        use forest::testing::{random_fabric, simulated_us};
+        let topo = random_fabric(72);
         let n = topo.num_ranks();
         let p = lp::solve(&topo, 10.0, 0).unwrap();
         let plan = p.integral(2).unwrap_or_else(|| p.rounding(2));
         let time = |plan: &Integral, form: Form| {
-            let a = plan.build_form(n, form).0;
-            a.check().unwrap();
-            let prog = lower(&a, &LowerOptions::default()).unwrap();
-            simulate(&prog, &topo, 16 << 20, &SimOptions::default())
-                .unwrap()
-                .time_us
+            simulated_us(&topo, &plan.build_form(n, form).0, 16 << 20)
         };
         let plain = time(&plan, Form::Classes).min(time(&plan, Form::Pipelined));
         let scaled = plan.scaled(4);
