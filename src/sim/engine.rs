@@ -58,6 +58,9 @@ struct Conn {
     /// less those another link of the route always binds first
     /// (`drop_dominated`).
     links: Vec<usize>,
+    /// Its `links` as a route id: connections with the same binding
+    /// links share one ([`Prepared::routes`]).
+    route: usize,
     /// Every link its bytes cross (`SimResult::link_bytes`).
     all_links: Vec<usize>,
     alpha: f64,
@@ -84,7 +87,10 @@ struct Flow {
 struct LinkState {
     /// Capacity, bytes per µs.
     cap: f64,
-    flows: Vec<usize>,
+    /// The routes with active flows over it, once per crossing.
+    routes: Vec<usize>,
+    /// Active flows over it, once per crossing.
+    nflows: usize,
     load: f64,
 }
 
@@ -255,13 +261,18 @@ struct Engine<'a> {
     /// are recomputed once before time moves on (`flush`).
     dirty: Vec<usize>,
     link_stamp: Vec<u64>,
-    flow_stamp: Vec<u64>,
+    /// Per route: its links ([`Prepared::routes`]), its active flows, and
+    /// the component search's stamp and rate.
+    routes: &'a [Vec<usize>],
+    route_flows: Vec<Vec<usize>>,
+    route_stamp: Vec<u64>,
+    route_rate: Vec<f64>,
     rem_cap: Vec<f64>,
     unfixed: Vec<usize>,
-    new_rate: Vec<f64>,
     /// Reused buffers of `recompute` (links, flows, search stack).
     comp_links: Vec<usize>,
-    comp_flows: Vec<usize>,
+    open_links: Vec<usize>,
+    comp_routes: Vec<usize>,
     stack: Vec<usize>,
     trace: Option<Trace>,
     /// Looking for a period (`period.rs`), while one may still be used.
@@ -359,6 +370,8 @@ pub struct Prepared {
     mem_conn: usize,
     real_links: usize,
     fold: Option<super::fold::Fold>,
+    /// Every distinct binding-link list of the connections (`Conn::route`).
+    routes: Vec<Vec<usize>>,
 }
 
 /// Prepare `prog` on `topo` under `opts` for [`Prepared::run`] at any
@@ -376,6 +389,7 @@ pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Pre
             src: c.from,
             dst: c.to,
             links: Vec::new(),
+            route: 0,
             all_links: Vec::new(),
             alpha: 0.0,
             sender: c.sender,
@@ -486,7 +500,8 @@ pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Pre
         .edge_indices()
         .map(|e| LinkState {
             cap: topo.link(e).capacity_gbps() * 1e3,
-            flows: Vec::new(),
+            routes: Vec::new(),
+            nflows: 0,
             load: 0.0,
         })
         .collect();
@@ -501,6 +516,7 @@ pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Pre
         src: r,
         dst: r,
         links: vec![link],
+        route: 0,
         all_links: vec![link],
         alpha: 0.0,
         sender: None,
@@ -515,7 +531,8 @@ pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Pre
         let shared = links.len();
         links.push(LinkState {
             cap: sm.gbps * 1e3,
-            flows: Vec::new(),
+            routes: Vec::new(),
+            nflows: 0,
             load: 0.0,
         });
         for c in conns.iter_mut() {
@@ -529,7 +546,8 @@ pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Pre
             let gbps = topo.graph[topo.ranks[r]].mem_gbps.unwrap_or(m);
             links.push(LinkState {
                 cap: gbps * 1e3,
-                flows: Vec::new(),
+                routes: Vec::new(),
+                nflows: 0,
                 load: 0.0,
             });
         }
@@ -546,7 +564,18 @@ pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Pre
     if opts.shared_mem.is_none() && !opts.trace && !repeats {
         drop_dominated(&mut conns[..mem_conn], &links[..real_links]);
     }
+    // Connections over the same binding links get the same rates: the
+    // rates are computed per route, shared by its flows.
+    let mut ids: HashMap<Vec<usize>, usize> = HashMap::new();
+    let mut routes: Vec<Vec<usize>> = Vec::new();
+    for c in conns.iter_mut() {
+        c.route = *ids.entry(c.links.clone()).or_insert_with(|| {
+            routes.push(c.links.clone());
+            routes.len() - 1
+        });
+    }
     Ok(Prepared {
+        routes,
         opts: opts.clone(),
         ranks: n,
         nchunksperloop: prog.nchunksperloop as u64,
@@ -642,12 +671,15 @@ impl Prepared {
             stamp: 0,
             dirty: Vec::new(),
             link_stamp: vec![0; nl],
-            flow_stamp: Vec::new(),
+            routes: &self.routes,
+            route_flows: vec![Vec::new(); self.routes.len()],
+            route_stamp: vec![0; self.routes.len()],
+            route_rate: vec![0.0; self.routes.len()],
             rem_cap: vec![0.0; nl],
             unfixed: vec![0; nl],
-            new_rate: Vec::new(),
             comp_links: Vec::new(),
-            comp_flows: Vec::new(),
+            open_links: Vec::new(),
+            comp_routes: Vec::new(),
             stack: Vec::new(),
             trace: opts.trace.then(Trace::default),
             watch,
@@ -1007,8 +1039,6 @@ impl Engine<'_> {
             }
             None => {
                 self.flows.push(flow);
-                self.flow_stamp.push(0);
-                self.new_rate.push(0.0);
                 self.flows.len() - 1
             }
         };
@@ -1056,26 +1086,40 @@ impl Engine<'_> {
         }
         self.flows[f].last = self.now;
         let c = self.flows[f].conn;
-        let nl = self.conns[c].links.len();
-        for i in 0..nl {
-            let l = self.conns[c].links[i];
-            self.links[l].flows.push(f);
-        }
-        if nl == 0 {
+        let r = self.conns[c].route;
+        let links = &self.routes[r];
+        if links.is_empty() {
             // A route of no links (cannot happen between distinct ranks).
             self.arrive(f);
             return;
+        }
+        if self.route_flows[r].is_empty() {
+            for &l in links {
+                self.links[l].routes.push(r);
+            }
+        }
+        self.route_flows[r].push(f);
+        for &l in links {
+            self.links[l].nflows += 1;
         }
         self.dirty.push(c);
     }
 
     fn finish(&mut self, f: usize) {
         let c = self.flows[f].conn;
-        for i in 0..self.conns[c].links.len() {
-            let l = self.conns[c].links[i];
-            let v = &mut self.links[l].flows;
-            if let Some(p) = v.iter().position(|&x| x == f) {
-                v.swap_remove(p);
+        let r = self.conns[c].route;
+        let v = &mut self.route_flows[r];
+        if let Some(p) = v.iter().position(|&x| x == f) {
+            v.swap_remove(p);
+        }
+        let gone = v.is_empty();
+        for &l in &self.routes[r] {
+            let link = &mut self.links[l];
+            link.nflows -= 1;
+            if gone {
+                if let Some(p) = link.routes.iter().position(|&x| x == r) {
+                    link.routes.swap_remove(p);
+                }
             }
         }
         self.flows[f].rate = 0.0;
@@ -1132,28 +1176,32 @@ impl Engine<'_> {
     }
 
     /// Max-min fair rates (progressive filling) for the connected component
-    /// of flows reachable from the links of connection `c`.
+    /// of flows reachable from the links of connection `c`. Flows over
+    /// the same route get the same rate, so the filling works per route,
+    /// each weighing as many flows as it has.
     fn recompute(&mut self, c: usize) {
         self.stamp += 1;
         let st = self.stamp;
         let mut comp_links = std::mem::take(&mut self.comp_links);
-        let mut comp_flows = std::mem::take(&mut self.comp_flows);
+        let mut comp_routes = std::mem::take(&mut self.comp_routes);
         let mut stack = std::mem::take(&mut self.stack);
         comp_links.clear();
-        comp_flows.clear();
+        comp_routes.clear();
         for &l in &self.conns[c].links {
             if self.link_stamp[l] != st {
                 self.link_stamp[l] = st;
                 stack.push(l);
             }
         }
+        let mut left = 0;
         while let Some(l) = stack.pop() {
             comp_links.push(l);
-            for &f in &self.links[l].flows {
-                if self.flow_stamp[f] != st {
-                    self.flow_stamp[f] = st;
-                    comp_flows.push(f);
-                    for &l2 in &self.conns[self.flows[f].conn].links {
+            for &r in &self.links[l].routes {
+                if self.route_stamp[r] != st {
+                    self.route_stamp[r] = st;
+                    comp_routes.push(r);
+                    left += self.route_flows[r].len();
+                    for &l2 in &self.routes[r] {
                         if self.link_stamp[l2] != st {
                             self.link_stamp[l2] = st;
                             stack.push(l2);
@@ -1165,62 +1213,74 @@ impl Engine<'_> {
         comp_links.sort_unstable();
         for &l in &comp_links {
             self.rem_cap[l] = self.links[l].cap;
-            self.unfixed[l] = self.links[l].flows.len();
+            self.unfixed[l] = self.links[l].nflows;
         }
-        // Flows get stamp st+1 once fixed.
+        // Routes get stamp st+1 once fixed.
         let fixed = st + 1;
-        let mut left = comp_flows.len();
+        // The links with flows left to fix, in `comp_links`' order: each
+        // scan drops those whose flows are all fixed (the bottleneck is
+        // the first least share, as over every link).
+        let mut open = std::mem::take(&mut self.open_links);
+        open.clear();
+        open.extend_from_slice(&comp_links);
         while left > 0 {
             let mut best: Option<(f64, usize)> = None;
-            for &l in &comp_links {
-                if self.unfixed[l] > 0 {
-                    let share = self.rem_cap[l].max(0.0) / self.unfixed[l] as f64;
-                    if best.is_none_or(|(b, _)| share < b) {
-                        best = Some((share, l));
-                    }
+            let unfixed = &self.unfixed;
+            let rem_cap = &self.rem_cap;
+            open.retain(|&l| {
+                if unfixed[l] == 0 {
+                    return false;
                 }
-            }
+                let share = rem_cap[l].max(0.0) / unfixed[l] as f64;
+                if best.is_none_or(|(b, _)| share < b) {
+                    best = Some((share, l));
+                }
+                true
+            });
             let Some((share, bl)) = best else { break };
-            for i in 0..self.links[bl].flows.len() {
-                let f = self.links[bl].flows[i];
-                if self.flow_stamp[f] == fixed {
+            for i in 0..self.links[bl].routes.len() {
+                let r = self.links[bl].routes[i];
+                if self.route_stamp[r] == fixed {
                     continue;
                 }
-                self.flow_stamp[f] = fixed;
-                self.new_rate[f] = share;
-                left -= 1;
-                for &l2 in &self.conns[self.flows[f].conn].links {
-                    self.rem_cap[l2] -= share;
-                    self.unfixed[l2] -= 1;
+                self.route_stamp[r] = fixed;
+                self.route_rate[r] = share;
+                let k = self.route_flows[r].len();
+                left -= k;
+                for &l2 in &self.routes[r] {
+                    // One subtraction per flow, as each flow takes its
+                    // share: the same value in any order, bit for bit.
+                    for _ in 0..k {
+                        self.rem_cap[l2] -= share;
+                    }
+                    self.unfixed[l2] -= k;
                 }
             }
         }
         self.stamp += 1;
         let now = self.now;
-        for &f in &comp_flows {
-            let nr = self.new_rate[f];
-            let fl = &mut self.flows[f];
-            if nr != fl.rate {
-                fl.remaining = (fl.remaining - fl.rate * (now - fl.last)).max(0.0);
-                fl.last = now;
-                fl.rate = nr;
-                if nr > 0.0 {
-                    let t = now + fl.remaining / nr;
-                    self.seq += 1;
-                    self.finishes.set(f, t, self.seq);
-                } else {
-                    self.finishes.remove(f);
+        for &r in &comp_routes {
+            let nr = self.route_rate[r];
+            for &f in &self.route_flows[r] {
+                let fl = &mut self.flows[f];
+                if nr != fl.rate {
+                    fl.remaining = (fl.remaining - fl.rate * (now - fl.last)).max(0.0);
+                    fl.last = now;
+                    fl.rate = nr;
+                    if nr > 0.0 {
+                        let t = now + fl.remaining / nr;
+                        self.seq += 1;
+                        self.finishes.set(f, t, self.seq);
+                    } else {
+                        self.finishes.remove(f);
+                    }
                 }
             }
         }
         if let Some(tr) = self.trace.as_mut() {
             for &l in comp_links.iter().filter(|&&l| l < self.real_links) {
                 let load = (self.links[l].cap - self.rem_cap[l]).max(0.0);
-                let load = if self.links[l].flows.is_empty() {
-                    0.0
-                } else {
-                    load
-                };
+                let load = if self.links[l].nflows == 0 { 0.0 } else { load };
                 if (load - self.links[l].load).abs() > 1e-9 * self.links[l].cap {
                     self.links[l].load = load;
                     tr.loads.push(LinkLoad {
@@ -1232,7 +1292,8 @@ impl Engine<'_> {
             }
         }
         self.comp_links = comp_links;
-        self.comp_flows = comp_flows;
+        self.open_links = open;
+        self.comp_routes = comp_routes;
         self.stack = stack;
     }
 
