@@ -23,6 +23,7 @@ use crate::ir::Algorithm;
 use forest::Form;
 pub use lp::{Integral, Packing};
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// The packing synthesizer.
 pub struct Pack;
@@ -121,13 +122,13 @@ const PACK_WORK: usize = 5_000;
 /// ([`Packing::integral`]) up to [`SEARCH_MAX_CHUNKS`] chunks (any count
 /// asked for by `--chunks`) where the rounding is more than 0.1 % above the
 /// LP; a plan that is a kept one with every count scaled is dropped.
-fn plans(ctx: &Context, packings: &[&Packing], counts: &[usize]) -> Vec<Rc<Integral>> {
-    let mut out: Vec<(f64, Rc<Integral>)> = Vec::new();
+fn plans(ctx: &Context, packings: &[&Packing], counts: &[usize]) -> Vec<Arc<Integral>> {
+    let mut out: Vec<(f64, Arc<Integral>)> = Vec::new();
     // Plans already kept, as per-owner trees with their share of the
     // shard: a plan that is another with every count scaled (a star with
     // 2 chunks per shard where 1 does) only fills longer.
     let mut kept: Vec<Shares> = Vec::new();
-    let mut add = |i: Integral, out: &mut Vec<(f64, Rc<Integral>)>| {
+    let mut add = |i: Integral, out: &mut Vec<(f64, Arc<Integral>)>| {
         let shares: Shares = i
             .trees
             .iter()
@@ -147,7 +148,7 @@ fn plans(ctx: &Context, packings: &[&Packing], counts: &[usize]) -> Vec<Rc<Integ
             kept.push(shares);
             let (a, levels) = i.build(1);
             let est = forest::estimate(ctx.topo, &a, levels).unwrap_or(f64::INFINITY);
-            out.push((est, Rc::new(i)));
+            out.push((est, Arc::new(i)));
         }
     };
     for p in packings {
@@ -181,12 +182,16 @@ fn gcd(a: usize, b: usize) -> usize {
 /// Scores each plan at [`PACK_SIZE`] in the simulator, grouped, then the
 /// best few split, and keeps the fastest.
 struct PackSearch {
-    plans: Vec<Rc<Integral>>,
+    plans: Vec<Arc<Integral>>,
     lanes: usize,
     /// Whether to offer the winner's deeper pipelines (not where the
     /// request fixes the chunk count).
     deeper: bool,
 }
+
+/// Plans scored at once (on up to as many cores; fixed, so the answer is
+/// the same on any machine): the budget is asked between batches.
+const SCORE_BATCH: usize = 2;
 
 /// How many of the fastest grouped plans (of more than one chunk per
 /// shard) are also scored split.
@@ -281,14 +286,19 @@ impl Search for PackSearch {
         let better = |a: (f64, f64), b: (f64, f64)| {
             a.0 < b.0 || (a.0 == b.0 && a.1 < b.1 * (1.0 - PACK_GAIN))
         };
-        // Per plan scored grouped: (key, plan, channels).
+        // Per plan scored grouped: (key, plan, channels), SCORE_BATCH
+        // plans at a time, the budget asked before each.
         let mut grouped: Vec<((f64, f64), usize, usize)> = Vec::new();
-        for (k, plan) in self.plans.iter().enumerate() {
-            if k > 0 && stop(k) {
-                break;
+        let mut k = 0;
+        while k < self.plans.len() && (k == 0 || !stop(k)) {
+            let batch: Vec<usize> = (k..self.plans.len().min(k + SCORE_BATCH)).collect();
+            let keys = crate::par::map(&batch, |&i| {
+                self.score(&self.plans[i], Form::Classes, score)
+            });
+            for (&i, (key, l)) in batch.iter().zip(keys) {
+                grouped.push((key, i, l));
             }
-            let (key, l) = self.score(plan, Form::Classes, score);
-            grouped.push((key, k, l));
+            k += batch.len();
         }
         let mut best_grouped: Option<((f64, f64), usize, usize)> = None;
         for &g in &grouped {
@@ -302,10 +312,11 @@ impl Search for PackSearch {
             .collect();
         order.sort_by(|a, b| a.0 .0.total_cmp(&b.0 .0).then(a.0 .1.total_cmp(&b.0 .1)));
         let mut best_split: Option<((f64, f64), usize, usize)> = None;
-        for g in order.into_iter().take(SPLIT_PLANS) {
-            let (key, l) = self.score(&self.plans[g.1], Form::Split, score);
+        let split: Vec<usize> = order.into_iter().take(SPLIT_PLANS).map(|g| g.1).collect();
+        let keys = crate::par::map(&split, |&i| self.score(&self.plans[i], Form::Split, score));
+        for (&i, (key, l)) in split.iter().zip(keys) {
             if best_split.is_none_or(|b| key < b.0) {
-                best_split = Some((key, g.1, l));
+                best_split = Some((key, i, l));
             }
         }
         let split_wins = match (best_grouped, best_split) {
@@ -313,7 +324,7 @@ impl Search for PackSearch {
             (None, Some(_)) => true,
             _ => false,
         };
-        let build = |plan: &Rc<Integral>, form: Form, lanes: usize| {
+        let build = |plan: &Arc<Integral>, form: Form, lanes: usize| {
             let plan = plan.clone();
             Box::new(move || plan.build_form(lanes, form).0) as Candidate
         };
@@ -360,7 +371,7 @@ impl Search for PackSearch {
                 continue;
             }
             tried.push(p);
-            let plan = Rc::new(win.scaled(p));
+            let plan = Arc::new(win.scaled(p));
             let sizes = single_message_sizes(plan.trees.len(), plan.chunks);
             below.push((build(&plan, Form::Pipelined, l), sizes));
         }
@@ -488,7 +499,7 @@ pub fn allreduce_candidates(ctx: &Context) -> Result<Vec<Candidate>, SynthError>
             best = Some(plan);
         }
     }
-    let plan = Rc::new(best.expect("at least one chunk count"));
+    let plan = Arc::new(best.expect("at least one chunk count"));
     let mut lanes = vec![n.min(MAX_CHANNELS / 2)];
     while let Some(&l) = lanes.last().filter(|&&l| l > 1) {
         lanes.push(l / 2);
