@@ -640,6 +640,54 @@ fn a_selection_after_another_reuses_its_times_exactly() {
     assert!(reused >= 2, "{reused}");
 }
 
+/// What a synthesizer's search simulated is not simulated again: `auto`'s
+/// scoring takes a candidate's time where the search scored the same
+/// program at that size, and a selection after it starts its searches
+/// from those times. Each time taken so is the simulator's.
+#[test]
+fn the_searches_times_are_the_simulators_where_taken() {
+    let topo = rscc::front::generate::generate(
+        "random",
+        &rscc::front::generate::GenParams {
+            seed: Some(72),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let main = CompileOptions::default();
+    let so = rscc::sim::SimOptions::for_runtime(main.lower.runtime);
+    let sizes = [1u64 << 10, 1 << 30];
+    let first = rscc::compile::auto(&topo, &main, &sizes, &so, None).unwrap();
+    assert!(!first.search_scores.is_empty());
+    let mut taken = 0;
+    for (c, cand) in first.candidates.iter().enumerate() {
+        let d = cand.program.schedule_digest();
+        for (s, &size) in sizes.iter().enumerate() {
+            if let Some((t, _)) = first.search_scores.get(&(d, size)) {
+                let r = rscc::sim::simulate(&cand.program, &topo, size, &so).unwrap();
+                assert_eq!(r.time_us, *t, "{} at {size}", cand.algorithm.name);
+                assert_eq!(
+                    first.times_us[c][s], *t,
+                    "{} at {size}",
+                    cand.algorithm.name
+                );
+                taken += 1;
+            }
+        }
+    }
+    assert!(taken >= 1, "{taken}");
+    let mut one = main.clone();
+    one.synth.chunks = Some(1);
+    let alone = rscc::compile::auto(&topo, &one, &sizes, &so, None).unwrap();
+    let after = rscc::compile::auto_after(&topo, &one, &sizes, &so, None, Some(&first)).unwrap();
+    assert_eq!(alone.bands, after.bands);
+    assert_eq!(alone.times_us, after.times_us);
+    assert!(first
+        .search_scores
+        .keys()
+        .all(|k| after.search_scores.contains_key(k)));
+}
+
 /// Where the halves packed alone load one GPU's link twice, `auto`'s
 /// allreduce is the joint packing's (`pack::allreduce_candidates`: both
 /// halves' trees on the links at once): on random fabric 5 (GPU 2 on one

@@ -4,7 +4,7 @@
 //! than the ring at any scored size.
 
 use super::target::MadeHalves as Halves;
-use super::{compile_offer, small, CompileError, CompileOptions, Compiled, Target};
+use super::{compile_offer, small, CompileError, CompileOptions, Compiled, SearchScores, Target};
 use crate::ir::{Algorithm, Collective, Program, Topology};
 use crate::sim::{self, SimOptions};
 use crate::synth::{Algo, Offer, REGISTRY};
@@ -55,6 +55,11 @@ pub struct Selection {
     /// `sizes` (∞ where it did not run to the end), which a selection
     /// after this one takes instead of simulating again.
     pub half_times: Vec<((u64, u64), Vec<f64>)>,
+    /// What the synthesizers' searches simulated ([`Target::scores`]): a
+    /// selection after this one starts its searches from them, and its
+    /// scoring takes a candidate's time at a size from them where the
+    /// search scored the same program there.
+    pub search_scores: SearchScores,
 }
 
 /// Progress callback: (done, total, what).
@@ -80,7 +85,8 @@ pub fn auto(
 /// and simulator options, instead of simulating again (`rscc synth -o
 /// DIR/`'s one-chunk-per-shard selection after the main one, where most
 /// candidates already had one chunk per shard); so does an allreduce half
-/// ([`Selection::half_times`]).
+/// ([`Selection::half_times`]), and a program a search scored
+/// ([`Selection::search_scores`]).
 pub fn auto_after(
     topo: &Topology,
     opts: &CompileOptions,
@@ -92,16 +98,30 @@ pub fn auto_after(
     if sizes.is_empty() {
         return Err(CompileError::Request("no sizes to score".into()));
     }
-    let (mut candidates, mut skipped, halves) = candidates(topo, opts, progress)?;
+    let searched = prior.map(|p| p.search_scores.clone()).unwrap_or_default();
+    let (mut candidates, mut skipped, halves, search_scores) =
+        candidates(topo, opts, progress, searched)?;
     let mut sorted = sizes.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
     // Times `prior` has for the same sizes and simulator options.
     let known = prior.filter(|p| p.sizes == sorted && p.simopts == *simopts);
+    // The searches' times, where they simulated as the scoring does.
+    let searched =
+        (*simopts == SimOptions::for_runtime(opts.lower.runtime)).then_some(&search_scores);
     let Scores {
         mut times_us,
         mut pruned,
-    } = score(topo, &candidates, &sorted, None, simopts, progress, known)?;
+    } = score(
+        topo,
+        &candidates,
+        &sorted,
+        None,
+        simopts,
+        progress,
+        known,
+        searched,
+    )?;
     let mut half_times = Vec::new();
     if opts.op == Collective::AllReduce {
         // Each pair is scored at the sizes it was the first fitting pair for.
@@ -118,7 +138,16 @@ pub fn auto_after(
         )
         .into_iter()
         .unzip();
-        let more = score(topo, &extra, &sorted, Some(&at), simopts, progress, known)?;
+        let more = score(
+            topo,
+            &extra,
+            &sorted,
+            Some(&at),
+            simopts,
+            progress,
+            known,
+            searched,
+        )?;
         times_us.extend(more.times_us);
         pruned.extend(more.pruned);
         candidates.extend(extra);
@@ -169,6 +198,7 @@ pub fn auto_after(
         overall,
         skipped,
         half_times,
+        search_scores,
     })
 }
 
@@ -273,16 +303,18 @@ impl Scored<'_> {
 
 /// Every registered synthesizer `auto` scores, compiled: its schedule,
 /// its search's extras and its small-message schedule, without repeats;
-/// why each synthesizer or candidate was skipped; and for an allreduce
+/// why each synthesizer or candidate was skipped; for an allreduce
 /// every candidate's halves, its allreduce fitting or not
 /// ([`Target::made_halves`]: every composed candidate is built through
-/// [`Target::shaped`]).
+/// [`Target::shaped`]); and what the searches simulated, from `searched`
+/// on ([`Target::scores`]).
 fn candidates(
     topo: &Topology,
     opts: &CompileOptions,
     progress: Option<Progress>,
-) -> Result<(Vec<Compiled>, Vec<String>, Halves), CompileError> {
-    let t = Target::new(topo, opts);
+    searched: SearchScores,
+) -> Result<(Vec<Compiled>, Vec<String>, Halves, SearchScores), CompileError> {
+    let t = Target::new(topo, opts).knowing(searched);
     let ctx = t.context(&opts.synth)?;
     let mut candidates: Vec<Compiled> = Vec::new();
     let mut skipped = Vec::new();
@@ -502,7 +534,9 @@ fn candidates(
             }
         }
     }
-    Ok((candidates, skipped, t.made_halves()))
+    let halves = t.made_halves();
+    let scores = std::mem::take(&mut *t.scores().lock().unwrap_or_else(|e| e.into_inner()));
+    Ok((candidates, skipped, halves, scores))
 }
 
 /// `opts` with its lowering options changed by `f`: the request for a
@@ -843,7 +877,8 @@ struct Scores {
 /// (∞ at and above a size-limited candidate's limit, and at the sizes
 /// `only[c]` leaves out); taken from `known` (scored at `sorted` with the
 /// same simulator options) where it has the same schedule's finite,
-/// simulated time.
+/// simulated time, else from `searched` where a search simulated the
+/// same program at that size with the same options.
 ///
 /// Sizes are scored in ascending order, and a candidate is simulated at a
 /// size only where it can win there. Its link-load bound — the most bytes
@@ -858,6 +893,7 @@ struct Scores {
 /// comes from the candidate's first simulation, at the smallest size,
 /// where it is cheap. Models whose link bytes are not the schedule's bytes
 /// (the CPU model's shared-memory costs) or that trace score every cell.
+#[allow(clippy::too_many_arguments)]
 fn score(
     topo: &Topology,
     candidates: &[Compiled],
@@ -866,6 +902,7 @@ fn score(
     simopts: &SimOptions,
     progress: Option<Progress>,
     known: Option<&Selection>,
+    searched: Option<&SearchScores>,
 ) -> Result<Scores, CompileError> {
     // Per candidate, the known candidate with the same schedule.
     let same: Vec<Option<usize>> = match known {
@@ -898,9 +935,25 @@ fn score(
             || !candidates[ci].scored.contains(&sorted[si])
             || only.is_some_and(|o| !o[ci][si])
     };
+    // Per candidate, its program's digest where searches scored some.
+    let digests: Vec<Option<(u64, u64)>> = candidates
+        .iter()
+        .map(|c| {
+            searched
+                .filter(|s| !s.is_empty())
+                .map(|_| c.program.schedule_digest())
+        })
+        .collect();
     let reuse = |ci: usize, si: usize| -> Option<f64> {
-        let (k, i) = (known?, same[ci]?);
-        Some(k.times_us[i][si]).filter(|t| t.is_finite() && !k.pruned[i][si])
+        let from_search = || {
+            let key = (digests[ci]?, sorted[si]);
+            searched?.get(&key).map(|(t, _)| *t)
+        };
+        let from_known = || {
+            let (k, i) = (known?, same[ci]?);
+            Some(k.times_us[i][si]).filter(|t| t.is_finite() && !k.pruned[i][si])
+        };
+        from_known().or_else(from_search)
     };
     let prunable = simopts.shared_mem.is_none() && !simopts.trace;
     let ring = candidates.iter().position(is_ring);

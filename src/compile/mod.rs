@@ -22,7 +22,7 @@ mod target;
 
 pub use auto::{auto, auto_after, default_sizes, Band, BandFile, FallThrough, Progress, Selection};
 pub(crate) use target::lower_shaped;
-pub use target::{shape, Target};
+pub use target::{shape, SearchScores, Target};
 
 use crate::ir::{Algorithm, Collective, Program, Runtime, Topology};
 use crate::lower::LowerOptions;

@@ -50,7 +50,23 @@ pub(crate) fn run(
         if let Some(m) = sms.filter(|&m| p.max_tbs_per_rank() > m) {
             return Err((p.max_tbs_per_rank() - m) as f64);
         }
+        // A program scored before (by another search, or a selection
+        // before this one) is not simulated again.
+        let key = (p.schedule_digest(), size);
+        let scores = t.scores();
+        let known = scores
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some((_, ends)) = known {
+            return Ok(ends);
+        }
         let r = sim::simulate(&p, topo, size, &simopts).map_err(|_| f64::INFINITY)?;
+        scores
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, (r.time_us, r.rank_end_us.clone()));
         Ok(r.rank_end_us)
     };
     // The request's checks bound the limit, so the deadline cannot overflow.

@@ -36,7 +36,14 @@ pub struct Target<'t> {
     made: Arc<Mutex<MadeHalves>>,
     /// The runtime reduces in local passes of its own (no fused steps).
     local_passes: bool,
+    /// What the searches' scoring simulated ([`Target::scores`]).
+    scores: Arc<Mutex<SearchScores>>,
 }
+
+/// Programs a search scored, by [`Program::schedule_digest`] and size:
+/// the simulated time and per-rank end times (with the runtime's
+/// simulator options, on this target's machine).
+pub type SearchScores = HashMap<((u64, u64), u64), (f64, Vec<f64>)>;
 
 /// Allgather halves of allreduces on a machine whose links differ by
 /// direction: per synthesizer and chunk count, the dual of the
@@ -94,7 +101,21 @@ impl<'t> Target<'t> {
             halves,
             made: Arc::default(),
             local_passes: !opts.lower.runtime.fused_steps(),
+            scores: Arc::default(),
         }
+    }
+
+    /// The same target, its searches' scoring starting from `known`
+    /// (another target's [`Target::scores`] on the same machine and
+    /// runtime): a program scored there is not simulated again.
+    pub fn knowing(self, known: SearchScores) -> Self {
+        *self.scores.lock().unwrap_or_else(|e| e.into_inner()) = known;
+        self
+    }
+
+    /// Every program the searches scored so far, with its times.
+    pub fn scores(&self) -> &Mutex<SearchScores> {
+        &self.scores
     }
 
     /// The distinct (reduce-scatter, allgather) halves of every allreduce
