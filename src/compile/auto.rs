@@ -60,6 +60,10 @@ pub struct Selection {
     /// scoring takes a candidate's time at a size from them where the
     /// search scored the same program there.
     pub search_scores: SearchScores,
+    /// The synthesizers' shared analyses (their LPs), which a selection
+    /// after this one with the same solver options takes
+    /// ([`crate::synth::Context::adopt`]).
+    pub analyses: crate::synth::Analyses,
 }
 
 /// Progress callback: (done, total, what).
@@ -99,8 +103,8 @@ pub fn auto_after(
         return Err(CompileError::Request("no sizes to score".into()));
     }
     let searched = prior.map(|p| p.search_scores.clone()).unwrap_or_default();
-    let (mut candidates, mut skipped, halves, search_scores) =
-        candidates(topo, opts, progress, searched)?;
+    let (mut candidates, mut skipped, halves, search_scores, analyses) =
+        candidates(topo, opts, progress, searched, prior.map(|p| &p.analyses))?;
     let mut sorted = sizes.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
@@ -199,6 +203,7 @@ pub fn auto_after(
         skipped,
         half_times,
         search_scores,
+        analyses,
     })
 }
 
@@ -301,21 +306,35 @@ impl Scored<'_> {
     }
 }
 
+/// What [`candidates`] returns.
+type Candidates = (
+    Vec<Compiled>,
+    Vec<String>,
+    Halves,
+    SearchScores,
+    crate::synth::Analyses,
+);
+
 /// Every registered synthesizer `auto` scores, compiled: its schedule,
 /// its search's extras and its small-message schedule, without repeats;
 /// why each synthesizer or candidate was skipped; for an allreduce
 /// every candidate's halves, its allreduce fitting or not
 /// ([`Target::made_halves`]: every composed candidate is built through
-/// [`Target::shaped`]); and what the searches simulated, from `searched`
-/// on ([`Target::scores`]).
+/// [`Target::shaped`]); what the searches simulated, from `searched` on
+/// ([`Target::scores`]); and the synthesizers' shared analyses, from
+/// `analyses` on where those fit the request.
 fn candidates(
     topo: &Topology,
     opts: &CompileOptions,
     progress: Option<Progress>,
     searched: SearchScores,
-) -> Result<(Vec<Compiled>, Vec<String>, Halves, SearchScores), CompileError> {
+    analyses: Option<&crate::synth::Analyses>,
+) -> Result<Candidates, CompileError> {
     let t = Target::new(topo, opts).knowing(searched);
-    let ctx = t.context(&opts.synth)?;
+    let mut ctx = t.context(&opts.synth)?;
+    if let Some(a) = analyses {
+        ctx.adopt(a);
+    }
     let mut candidates: Vec<Compiled> = Vec::new();
     let mut skipped = Vec::new();
     for (i, (a, syn)) in REGISTRY.into_iter().enumerate() {
@@ -536,7 +555,7 @@ fn candidates(
     }
     let halves = t.made_halves();
     let scores = std::mem::take(&mut *t.scores().lock().unwrap_or_else(|e| e.into_inner()));
-    Ok((candidates, skipped, halves, scores))
+    Ok((candidates, skipped, halves, scores, ctx.analyses()))
 }
 
 /// `opts` with its lowering options changed by `f`: the request for a

@@ -11,7 +11,9 @@
 //! driver's score.
 //!
 //! Work two synthesizers need (the rings, the mixture LP) is computed once
-//! per request through [`Context::shared`].
+//! per request through [`Context::shared`], and a later request on the
+//! same machine with the same solver options may take it
+//! ([`Context::adopt`]).
 
 pub mod blocks;
 pub mod direct;
@@ -268,7 +270,27 @@ pub struct Context<'t> {
     /// with its dual, so a shard's reduction feeds its broadcast piece by
     /// piece.
     pub op: Collective,
-    shared: RefCell<HashMap<TypeId, Rc<dyn Any>>>,
+    shared: Analyses,
+}
+
+/// The analyses a request's synthesizers share ([`Context::shared`]):
+/// each is a function of the machine and the solver options (time limit,
+/// seed) only, never of the chunk count or the op, so a later request on
+/// the same machine with the same solver options may take them
+/// ([`Context::adopt`]: `-o DIR/`'s one-chunk selection after the main
+/// one, which would otherwise solve the same LPs again).
+#[derive(Clone, Default)]
+pub struct Analyses {
+    /// The solver options they were made with: time limit (its bits) and
+    /// seed.
+    made_with: (u64, u64),
+    values: Rc<RefCell<HashMap<TypeId, Rc<dyn Any>>>>,
+}
+
+impl std::fmt::Debug for Analyses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Analyses({})", self.values.borrow().len())
+    }
 }
 
 impl<'t> Context<'t> {
@@ -280,8 +302,25 @@ impl<'t> Context<'t> {
             opts: opts.clone(),
             local_passes: false,
             op: Collective::ReduceScatter,
-            shared: RefCell::new(HashMap::new()),
+            shared: Analyses {
+                made_with: (opts.time_limit_s.to_bits(), opts.seed.into()),
+                values: Rc::default(),
+            },
         })
+    }
+
+    /// This request's shared analyses, to hand to a later one.
+    pub fn analyses(&self) -> Analyses {
+        self.shared.clone()
+    }
+
+    /// Takes `earlier`'s analyses, made for the same machine, where they
+    /// were made with this request's solver options (else keeps its own):
+    /// the two requests then share them.
+    pub fn adopt(&mut self, earlier: &Analyses) {
+        if earlier.made_with == self.shared.made_with {
+            self.shared = earlier.clone();
+        }
     }
 
     /// The value of type `T` for this request, made by `make` the first
@@ -289,12 +328,12 @@ impl<'t> Context<'t> {
     /// [`ring::Rings`], so the type is the key).
     pub fn shared<T: Any>(&self, make: impl FnOnce(&Self) -> T) -> Rc<T> {
         let key = TypeId::of::<T>();
-        if let Some(v) = self.shared.borrow().get(&key) {
+        if let Some(v) = self.shared.values.borrow().get(&key) {
             return v.clone().downcast::<T>().expect("keyed by its type");
         }
         // Not borrowed while `make` runs: it may ask for other values.
         let v = Rc::new(make(self));
-        self.shared.borrow_mut().insert(key, v.clone());
+        self.shared.values.borrow_mut().insert(key, v.clone());
         v
     }
 
@@ -418,5 +457,30 @@ mod tests {
             V(8)
         });
         assert_eq!((a.0, b.0, made.get()), (7, 7, 1));
+    }
+
+    #[test]
+    fn a_later_request_takes_the_analyses_made_with_its_solver_options() {
+        let topo =
+            crate::front::generate::generate("ring", &crate::front::generate::GenParams::default())
+                .unwrap();
+        let first = Context::new(&topo, &SynthOptions::default()).unwrap();
+        struct V(usize);
+        first.shared(|_| V(7));
+        let one_chunk = SynthOptions {
+            chunks: Some(1),
+            ..SynthOptions::default()
+        };
+        let mut later = Context::new(&topo, &one_chunk).unwrap();
+        later.adopt(&first.analyses());
+        assert_eq!(later.shared(|_| V(8)).0, 7);
+        // Another seed may give another LP answer: its own.
+        let seeded = SynthOptions {
+            seed: 1,
+            ..SynthOptions::default()
+        };
+        let mut other = Context::new(&topo, &seeded).unwrap();
+        other.adopt(&first.analyses());
+        assert_eq!(other.shared(|_| V(9)).0, 9);
     }
 }
