@@ -736,19 +736,11 @@ fn cut_latency_term_on_hosts_joined_by_nics() {
 /// 129 (12 GPUs on 2 hosts) has a schedule at the bound at 64 KiB.
 #[test]
 fn aggregation_latency_is_below_every_candidate_on_generated_hosts() {
-    use rscc::front::generate::{generate, GenParams};
     let sizes: Vec<u64> = (0..6).map(|k| 1024u64 << (4 * k)).collect();
     let mut checked = 0;
     let mut tightest = f64::INFINITY;
     for seed in [129, 86] {
-        let topo = generate(
-            "random",
-            &GenParams {
-                seed: Some(seed),
-                ..GenParams::default()
-            },
-        )
-        .unwrap();
+        let topo = common::random_topology(seed);
         assert!(topo.num_hosts() > 1, "seed {seed}");
         for op in [RS, Collective::AllReduce] {
             let b = bound::bandwidth_bound(&topo, op).unwrap();

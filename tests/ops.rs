@@ -646,14 +646,7 @@ fn a_selection_after_another_reuses_its_times_exactly() {
 /// from those times. Each time taken so is the simulator's.
 #[test]
 fn the_searches_times_are_the_simulators_where_taken() {
-    let topo = rscc::front::generate::generate(
-        "random",
-        &rscc::front::generate::GenParams {
-            seed: Some(72),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let topo = common::random_topology(72);
     let main = CompileOptions::default();
     let so = rscc::sim::SimOptions::for_runtime(main.lower.runtime);
     let sizes = [1u64 << 10, 1 << 30];
@@ -695,14 +688,7 @@ fn the_searches_times_are_the_simulators_where_taken() {
 /// composed allreduce, and it computes its op.
 #[test]
 fn the_joint_packing_serves_an_allreduce_the_halves_overload() {
-    let topo = rscc::front::generate::generate(
-        "random",
-        &rscc::front::generate::GenParams {
-            seed: Some(5),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let topo = common::random_topology(5);
     let o = CompileOptions {
         op: Collective::AllReduce,
         ..CompileOptions::default()

@@ -395,6 +395,12 @@ pub fn check_request(topo: &Topology, o: &SynthOptions) -> Result<(), SynthError
 mod tests {
     use super::*;
 
+    /// `rscc topo generate ring`: 8 GPUs on a ring.
+    fn ring8() -> Topology {
+        crate::front::generate::generate("ring", &crate::front::generate::GenParams::default())
+            .unwrap()
+    }
+
     #[test]
     fn registry_names_are_unique_and_parse_back() {
         let names: Vec<&str> = Algo::all().map(Algo::name).collect();
@@ -429,9 +435,7 @@ mod tests {
                 ))]))
             }
         }
-        let topo =
-            crate::front::generate::generate("ring", &crate::front::generate::GenParams::default())
-                .unwrap();
+        let topo = ring8();
         let ctx = Context::new(&topo, &SynthOptions::default()).unwrap();
         let mut offer = IdRing.offer(&ctx).unwrap();
         let alg = (offer.candidates.remove(0))();
@@ -442,9 +446,7 @@ mod tests {
 
     #[test]
     fn shared_values_are_made_once() {
-        let topo =
-            crate::front::generate::generate("ring", &crate::front::generate::GenParams::default())
-                .unwrap();
+        let topo = ring8();
         let ctx = Context::new(&topo, &SynthOptions::default()).unwrap();
         let made = std::cell::Cell::new(0);
         struct V(usize);
@@ -461,9 +463,7 @@ mod tests {
 
     #[test]
     fn a_later_request_takes_the_analyses_made_with_its_solver_options() {
-        let topo =
-            crate::front::generate::generate("ring", &crate::front::generate::GenParams::default())
-                .unwrap();
+        let topo = ring8();
         let first = Context::new(&topo, &SynthOptions::default()).unwrap();
         struct V(usize);
         first.shared(|_| V(7));

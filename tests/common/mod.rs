@@ -148,6 +148,19 @@ pub fn wrong(
     r.rows.iter().map(|x| x.wrong.expect("checked")).sum()
 }
 
+/// A generated fabric in memory (`rscc topo generate random --seed SEED`;
+/// [`random_fabric`] writes it to a file).
+pub fn random_topology(seed: u64) -> Topology {
+    rscc::front::generate::generate(
+        "random",
+        &rscc::front::generate::GenParams {
+            seed: Some(seed),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 /// `h` hosts of the generator's `kind` (`rscc topo generate KIND --hosts H`).
 pub fn hosts(kind: &str, h: usize) -> Topology {
     rscc::front::generate::generate(
