@@ -26,6 +26,7 @@ fn opts(dtype: DType, redop: RedOp, sizes: Vec<u64>) -> RunOptions {
         workers: 0,
         inject_fault: None,
         zero_copy: true,
+        fuse_chains: true,
     }
 }
 
@@ -435,6 +436,61 @@ fn every_synthesizers_schedule_computes_the_right_result() {
         ran += 1;
     }
     assert!(ran >= 28, "only {ran} schedules ran");
+}
+
+/// Reduction chains in one pass (docs/executor.md): the direct
+/// exchange's chains of `rrc` (one threadblock per peer, each waiting on
+/// the one before) give the right result fused and one step at a time,
+/// for every dtype and redop, in and out of place, on one and two
+/// workers, with one tile and with several; fused runs report their
+/// chained steps, and runs with `fuse_chains` off none.
+#[test]
+fn reduction_chains_in_one_pass_compute_what_their_steps_do() {
+    use rscc::compile::{compile, CompileOptions};
+    use rscc::synth::Algo;
+    let topo = rscc::front::load_topology(std::path::Path::new("topologies/cpu-shm.json")).unwrap();
+    let c = compile(&topo, &CompileOptions::algo(Algo::Direct, Some(1))).unwrap();
+    let p = &c.program;
+    let n = p.ngpus as u64;
+    let chunks = p.nchunksperloop as u64;
+    // The chains to fuse: a rank's `rrc`s into its output, each waiting on
+    // another threadblock's.
+    let links = p.gpus[0]
+        .tbs
+        .iter()
+        .flat_map(|t| &t.steps)
+        .filter(|s| s.kind == StepKind::RecvReduceCopy && s.depid >= 0)
+        .count() as u64;
+    assert!(links + 1 >= n - 1, "{}: {links} chained rrc", p.name);
+    for d in DType::ALL {
+        for op in RedOp::ALL {
+            let e = d.size() as u64;
+            for (workers, inplace) in [(1, false), (2, true), (2, false)] {
+                for fuse in [true, false] {
+                    // 300 elements per chunk in 64-byte tiles, and one.
+                    let mut o = opts(d, op, vec![chunks * e * 300, chunks * e]);
+                    o.workers = workers;
+                    o.inplace = Some(inplace);
+                    o.fuse_chains = fuse;
+                    assert_correct(p, &o);
+                    let rep = run_program(p, &o).unwrap();
+                    for r in &rep.rows {
+                        let k = r.chained_steps.expect("the CPU backend counts them");
+                        let tiles = (r.size_bytes / chunks).div_ceil(64);
+                        if fuse && workers == 1 {
+                            // One worker runs every link; each chain's
+                            // links after the first join a pass, but for
+                            // links that find their message not yet in.
+                            assert!(k > 0.0, "{d:?} {op:?} {} B: no chained steps", r.size_bytes);
+                            assert!(k <= (links * tiles) as f64 * n as f64);
+                        } else if !fuse {
+                            assert_eq!(k, 0.0);
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The verifier's buffering model and the executor agree on a schedule

@@ -73,6 +73,11 @@ pub struct RunArgs {
     /// taken, hands the receiver where it lies instead).
     #[arg(long)]
     pub no_zero_copy: bool,
+    /// Run every step of a reduction chain alone (by default the CPU
+    /// backend reduces a chain's ready links in one pass over their range;
+    /// the results are the same bit for bit).
+    #[arg(long)]
+    pub no_fuse_chains: bool,
     /// Skip the memory-bandwidth measurement.
     #[arg(long)]
     pub no_membw: bool,
@@ -307,6 +312,7 @@ fn run_options(
         workers: args.workers,
         inject_fault: None,
         zero_copy: !args.no_zero_copy,
+        fuse_chains: !args.no_fuse_chains,
     }
 }
 

@@ -20,8 +20,8 @@
 //! - Work w+1 of a rank starts only when all its threadblocks finished work
 //!   w (NCCL's per-rank stream order); ranks are not synchronised.
 
-use super::elem::{reduce2, reduce3, reduce_self, Elem, Op};
-use super::plan::{Plan, ZeroCopy};
+use super::elem::{reduce2, reduce3, reduce_chain, reduce_self, Elem, Op, CHAIN_FUSED};
+use super::plan::{Plan, StepPlan, ZeroCopy};
 use super::{ExecError, StallReport, TbWait};
 use crate::ir::spec::Alias;
 use crate::ir::{Buf, StepKind};
@@ -55,6 +55,9 @@ pub(crate) struct Geometry {
     /// Sends hand the receiver where their data lies instead of a copy
     /// where `plan::zero_copy_sends` allows it.
     pub zero_copy: bool,
+    /// Reduction chains run in one pass where their links are ready
+    /// (`Shared::try_chain`).
+    pub fuse_chains: bool,
 }
 
 impl Geometry {
@@ -163,6 +166,8 @@ struct Shared<'a, T> {
     abort: AtomicBool,
     go: AtomicU64,
     phase_done: AtomicU64,
+    /// Steps run as later links of a chain (`try_chain`), all phases.
+    chained: AtomicU64,
     base: Instant,
     step_stride: u64,
     /// Per threadblock and step: its send is zero-copy
@@ -183,6 +188,7 @@ unsafe impl<T: Send> Send for Shared<'_, T> {}
 
 /// Where one threadblock is in its program. Owned by its worker; the
 /// shared state (`TbState`, FIFOs) is what other workers see.
+#[derive(Default)]
 struct Cursor {
     tb: usize,
     /// The worker running it.
@@ -273,9 +279,19 @@ impl<T: Elem> Shared<'_, T> {
         self.main.unpark();
     }
 
-    /// Advance threadblock `c` as far as it can go without waiting.
-    /// Returns (made progress, finished every phase).
-    fn poll<O: Op<T>>(&self, c: &mut Cursor, phases: &[u64], tmp: &mut Vec<T>) -> (bool, bool) {
+    /// Advance threadblock `c` as far as it can go without waiting; `curs`
+    /// holds the worker's other threadblocks (`local`: threadblock → index;
+    /// `c`'s own entry is a placeholder while it runs), whose reductions
+    /// may join `c`'s (`try_chain`). Returns (made progress, finished every
+    /// phase).
+    fn poll<O: Op<T>>(
+        &self,
+        c: &mut Cursor,
+        curs: &mut [Cursor],
+        local: &[usize],
+        phases: &[u64],
+        tmp: &mut Vec<T>,
+    ) -> (bool, bool) {
         let tb = &self.plan.tbs[c.tb];
         let r = tb.rank;
         let ntbs_rank = self.plan.rank_tbs[r].len() as u64;
@@ -334,7 +350,14 @@ impl<T: Elem> Shared<'_, T> {
                     let src = self.range(r, step.src.0, step.src.1 + c.g, t0, n);
                     let dst = self.range(r, step.dst.0, step.dst.1 + c.g, t0, n);
                     let zc = self.zero_copy[c.tb][c.pos];
-                    if let Err(what) = self.try_step::<O>(c, step.kind, zc, src, dst, n, tmp) {
+                    let chained = (geo.fuse_chains && m == 1)
+                        .then(|| self.try_chain::<O>(c, step, src, dst, n, curs, local))
+                        .flatten();
+                    let done = match chained {
+                        Some(r) => r,
+                        None => self.try_step::<O>(c, step.kind, zc, src, dst, n, tmp),
+                    };
+                    if let Err(what) = done {
                         self.blocked(c, what, where_);
                         return (progressed, false);
                     }
@@ -586,6 +609,136 @@ impl<T: Elem> Shared<'_, T> {
         Ok(())
     }
 
+    /// `c`'s `rrc` (one chunk, published) together with the `rrc`s that
+    /// wait on exactly it, then on each other, into the same range — the
+    /// links of a reduction chain, as a direct exchange has one per peer
+    /// (MSCCL gives a threadblock one receive peer) — in one pass over the
+    /// range ([`reduce_chain`]): up to [`CHAIN_FUSED`] operands read at
+    /// once and the range written once, where each link alone reads and
+    /// writes it. A link joins only if this worker runs it, it is at the
+    /// same work and tile, and its message is in; then its step is done
+    /// here, and published, as if it had run right after `c`'s. That is
+    /// the order its dependency allows anyway, and nothing can tell the
+    /// two apart: any other reader or writer of the range races with the
+    /// link's write unless ordered after it (a schedule the verifier
+    /// rejects). None: no link is ready (or `src` partly overlaps `dst`),
+    /// run the step alone.
+    #[allow(clippy::too_many_arguments)]
+    fn try_chain<O: Op<T>>(
+        &self,
+        c: &Cursor,
+        step: &StepPlan,
+        src: *mut T,
+        dst: *mut T,
+        len: usize,
+        curs: &mut [Cursor],
+        local: &[usize],
+    ) -> Option<Result<(), u64>> {
+        if step.kind != StepKind::RecvReduceCopy || step.cnt != 1 || !step.publish {
+            return None;
+        }
+        let base = if src == dst {
+            None
+        } else if overlap(src, dst, len) {
+            return None;
+        } else {
+            Some(src as *const T)
+        };
+        let mut links = [usize::MAX; CHAIN_FUSED - 1];
+        let mut nlinks = 0;
+        let (mut tb, mut pos, mut publish) = (c.tb, c.pos, true);
+        while nlinks < links.len() && publish {
+            let next = self.plan.tbs[tb].waiters.iter().copied().find(|&w| {
+                let Some(cw) = local.get(w).and_then(|&k| curs.get(k)) else {
+                    return false;
+                };
+                // (The placeholder for `c` is never gated.)
+                let at = cw.gated
+                    && !cw.draining
+                    && !cw.finished
+                    && cw.g == 0
+                    && (cw.phase, cw.work, cw.tile) == (c.phase, c.work, c.tile)
+                    && self.geo.fault != Some(w);
+                at && self.plan.tbs[w].steps.get(cw.pos).is_some_and(|sw| {
+                    sw.kind == StepKind::RecvReduceCopy
+                        && sw.cnt == 1
+                        && sw.dep == Some((tb, pos))
+                        && sw.src == step.dst
+                        && sw.dst == step.dst
+                }) && self.recv_ready(w).is_some_and(|r| r.len == len)
+            });
+            let Some(w) = next else { break };
+            let k = local[w];
+            links[nlinks] = k;
+            nlinks += 1;
+            (tb, pos) = (w, curs[k].pos);
+            publish = self.plan.tbs[w].steps[pos].publish;
+        }
+        if nlinks == 0 {
+            return None;
+        }
+        let Some(inp) = self.recv_ready(c.tb) else {
+            return Some(Err(W_RECV));
+        };
+        if inp.len != len {
+            return None;
+        }
+        // Every link's message is in (checked above), and only its own
+        // threadblock, run by this worker, takes it.
+        let mut ins: [Option<Ready<'_, T>>; CHAIN_FUSED - 1] = [const { None }; CHAIN_FUSED - 1];
+        for (i, &k) in ins.iter_mut().zip(&links[..nlinks]) {
+            *i = Some(self.recv_ready(curs[k].tb).expect("a link's message is in"));
+        }
+        // SAFETY: `dst` and `src` point at `len` in-bounds elements
+        // (plan::build) and do not overlap (checked above); each message
+        // holds `len` elements, in a slot or in the sender's buffer, which
+        // stays as sent until its head moves (`recv_ready`).
+        unsafe {
+            use std::slice::{from_raw_parts, from_raw_parts_mut};
+            let mut xs: [&[T]; CHAIN_FUSED] = [&[]; CHAIN_FUSED];
+            xs[0] = from_raw_parts(inp.ptr, len);
+            for (x, r) in xs[1..].iter_mut().zip(ins.iter().flatten()) {
+                *x = from_raw_parts(r.ptr, len);
+            }
+            reduce_chain::<T, O>(
+                from_raw_parts_mut(dst, len),
+                base.map(|b| from_raw_parts(b, len)),
+                &xs[..=nlinks],
+            );
+        }
+        self.recv_done(c, inp);
+        self.chained.fetch_add(nlinks as u64, Ordering::Relaxed);
+        let ntiles = self.geo.ntiles();
+        for (&k, r) in links[..nlinks].iter().zip(ins.into_iter().flatten()) {
+            self.recv_done(c, r);
+            // The link's step is done: what its poll does after a step.
+            let cw = &mut curs[k];
+            let tbp = &self.plan.tbs[cw.tb];
+            let st = &self.tbs[cw.tb];
+            if tbp.steps[cw.pos].publish {
+                st.flag
+                    .0
+                    .store(self.key(cw.work, cw.tile as u64, cw.pos), Ordering::Release);
+                for &w in &tbp.waiters {
+                    self.notify(c.worker, w);
+                }
+            }
+            st.progress.0.fetch_add(1, Ordering::Relaxed);
+            cw.pos += 1;
+            if cw.pos == tbp.steps.len() {
+                cw.pos = 0;
+                cw.tile += 1;
+                if cw.tile == ntiles {
+                    // Every step of this work is done: its next poll ends
+                    // the work (`poll`'s last block).
+                    cw.tile = 0;
+                    cw.draining = true;
+                }
+            }
+        }
+        Some(Ok(()))
+    }
+
     /// One pass over the worker's threadblocks, each poll followed by
     /// polls of the waiters it released that this worker owns (`local`:
     /// threadblock → index in `curs`; `hot`: scratch stack): (progress,
@@ -606,14 +759,16 @@ impl<T: Elem> Shared<'_, T> {
             }
             hot.push(i);
             while let Some(j) = hot.pop() {
-                let c = &mut curs[j];
-                if c.finished {
+                if curs[j].finished {
                     continue;
                 }
+                let mut c = std::mem::take(&mut curs[j]);
                 current.set(c.tb);
-                let (p, done) = self.poll::<O>(c, phases, tmp);
+                let (p, done) = self.poll::<O>(&mut c, curs, local, phases, tmp);
                 progressed |= p;
                 c.finished = done;
+                curs[j] = c;
+                let c = &curs[j];
                 // What it published is what its waiters on this worker
                 // read next: run them now, while the tiles are in cache.
                 if p {
@@ -836,6 +991,8 @@ fn overlap<T>(a: *const T, b: *const T, len: usize) -> bool {
 /// Outcome of one engine run: seconds per phase.
 pub(crate) struct PhaseTimes {
     pub secs: Vec<f64>,
+    /// Per phase: steps run as later links of a chain (`Shared::try_chain`).
+    pub chained: Vec<u64>,
 }
 
 /// Run `phases[k]` back-to-back works per phase on the given buffers;
@@ -964,6 +1121,7 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         abort: AtomicBool::new(false),
         go: AtomicU64::new(0),
         phase_done: AtomicU64::new(0),
+        chained: AtomicU64::new(0),
         base: Instant::now(),
         step_stride: plan.max_steps as u64 + 1,
         zero_copy: zc
@@ -976,6 +1134,7 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         .map(|w| (0..ntbs).filter(|&t| shared.owner[t] == w).collect())
         .collect();
     let mut secs = Vec::new();
+    let mut chained: Vec<u64> = Vec::new();
     let mut stall: Option<StallReport> = None;
     let mut spawn_err: Option<String> = None;
     thread::scope(|s| {
@@ -1047,6 +1206,8 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
                 .max()
                 .unwrap_or(start_ns);
             secs.push(end_ns.saturating_sub(start_ns) as f64 * 1e-9);
+            let total = sh.chained.load(Ordering::Relaxed);
+            chained.push(total - chained.iter().sum::<u64>());
             // Every threadblock now waits for the next phase: the buffers
             // are quiescent and may be read.
             let outs: Vec<&[T]> = sh
@@ -1072,7 +1233,7 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
     if let Some(rep) = stall {
         return Err(ExecError::Stalled(rep));
     }
-    Ok(PhaseTimes { secs })
+    Ok(PhaseTimes { secs, chained })
 }
 
 impl<T: Elem> Shared<'_, T> {

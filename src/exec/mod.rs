@@ -60,6 +60,12 @@ pub struct RunOptions {
     /// copy in a FIFO slot (docs/executor.md "Zero-copy sends"); false
     /// copies every send, as MSCCL does.
     pub zero_copy: bool,
+    /// CPU backend: a reduction chain (the `rrc`s of threadblocks that wait
+    /// on one another and reduce into one range) runs in one pass over the
+    /// range where its links are ready (docs/executor.md "Reduction chains
+    /// in one pass"); false runs every step alone. The results are the
+    /// same bit for bit.
+    pub fuse_chains: bool,
 }
 
 impl Default for RunOptions {
@@ -79,6 +85,7 @@ impl Default for RunOptions {
             workers: 0,
             inject_fault: None,
             zero_copy: true,
+            fuse_chains: true,
         }
     }
 }
@@ -119,6 +126,10 @@ pub struct SizeResult {
     pub wrong_chunks: Vec<WrongChunk>,
     /// CPU: worker threads that ran this size (None on the GPU).
     pub workers: Option<usize>,
+    /// CPU: steps per call that ran as later links of a reduction chain
+    /// in one pass (docs/executor.md "Reduction chains in one pass"; None
+    /// on the GPU).
+    pub chained_steps: Option<f64>,
 }
 
 impl SizeResult {
@@ -158,6 +169,7 @@ impl SizeResult {
             wrong,
             wrong_chunks,
             workers: None,
+            chained_steps: None,
         }
     }
 }
@@ -365,6 +377,7 @@ fn run_typed<T: Elem, O: Op<T>>(
             },
             fault: opts.inject_fault,
             zero_copy: opts.zero_copy,
+            fuse_chains: opts.fuse_chains,
         };
         fill_inputs::<T, O>(plan, &mut bufs, chunk, inplace);
         let phases: Vec<u64> = if opts.check {
@@ -391,6 +404,7 @@ fn run_typed<T: Elem, O: Op<T>>(
             checked,
         );
         row.workers = Some(geo.workers);
+        row.chained_steps = times.chained.last().map(|&k| k as f64 / opts.iters as f64);
         rows.push(row);
     }
     Ok(rows)
