@@ -4,7 +4,8 @@
  * once) and nothing else. One thread per 256 KiB of that traffic, up to
  * the cores (the executor's own rule); the (owner, tile) pairs are split
  * evenly over the threads, and each tile of an owner's output is the sum
- * of the N inputs' tiles, accumulated while it sits in the core's cache.
+ * of the N inputs' tiles, accumulated while it sits in the core's cache,
+ * four inputs per pass.
  * Timed like nccl-tests: mean per call after warmup, the threads
  * released together by a spinning barrier (yielding after a while) for each call.
  *
@@ -45,11 +46,26 @@ static void reduce_range(long lo, long hi) {
         long owner = w / tiles, b = (w % tiles) * TILE_ELEMS;
         long e = b + TILE_ELEMS < shard ? b + TILE_ELEMS : shard;
         float *o = out[owner];
-        const float *x = in[0] + owner * shard, *y = in[1] + owner * shard;
-        for (long i = b; i < e; i++) o[i] = x[i] + y[i];
-        for (int r = 2; r < nranks; r++) {
-            const float *z = in[r] + owner * shard;
-            for (long i = b; i < e; i++) o[i] += z[i];
+        /* Four other inputs per pass, the first pass onto rank 0's: more
+         * reads in flight per core, and the tile written once per four
+         * (the executor's reduction chains in one pass,
+         * elem::CHAIN_FUSED). */
+        const float *x = in[0] + owner * shard;
+        int r = 1;
+        while (r < nranks) {
+            int k = nranks - r < 4 ? nranks - r : 4;
+            const float *z0 = in[r] + owner * shard;
+            const float *z1 = k > 1 ? in[r + 1] + owner * shard : NULL;
+            const float *z2 = k > 2 ? in[r + 2] + owner * shard : NULL;
+            const float *z3 = k > 3 ? in[r + 3] + owner * shard : NULL;
+            const float *a = r == 1 ? x : o;
+            switch (k) {
+            case 4: for (long i = b; i < e; i++) o[i] = (((a[i] + z0[i]) + z1[i]) + z2[i]) + z3[i]; break;
+            case 3: for (long i = b; i < e; i++) o[i] = ((a[i] + z0[i]) + z1[i]) + z2[i]; break;
+            case 2: for (long i = b; i < e; i++) o[i] = (a[i] + z0[i]) + z1[i]; break;
+            default: for (long i = b; i < e; i++) o[i] = a[i] + z0[i]; break;
+            }
+            r += k;
         }
     }
 }
