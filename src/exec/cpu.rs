@@ -350,12 +350,13 @@ impl<T: Elem> Shared<'_, T> {
                     let src = self.range(r, step.src.0, step.src.1 + c.g, t0, n);
                     let dst = self.range(r, step.dst.0, step.dst.1 + c.g, t0, n);
                     let zc = self.zero_copy[c.tb][c.pos];
-                    let chained = (geo.fuse_chains && m == 1)
-                        .then(|| self.try_chain::<O>(c, step, src, dst, n, curs, local))
-                        .flatten();
-                    let done = match chained {
-                        Some(r) => r,
-                        None => self.try_step::<O>(c, step.kind, zc, src, dst, n, tmp),
+                    let chained = geo.fuse_chains
+                        && m == 1
+                        && self.try_chain::<O>(c, step, src, dst, n, curs, local);
+                    let done = if chained {
+                        Ok(())
+                    } else {
+                        self.try_step::<O>(c, step.kind, zc, src, dst, n, tmp)
                     };
                     if let Err(what) = done {
                         self.blocked(c, what, where_);
@@ -621,8 +622,9 @@ impl<T: Elem> Shared<'_, T> {
     /// the order its dependency allows anyway, and nothing can tell the
     /// two apart: any other reader or writer of the range races with the
     /// link's write unless ordered after it (a schedule the verifier
-    /// rejects). None: no link is ready (or `src` partly overlaps `dst`),
-    /// run the step alone.
+    /// rejects). False, with nothing done: its own message or the first
+    /// link's is not in (or `src` partly overlaps `dst`); run the step
+    /// alone.
     #[allow(clippy::too_many_arguments)]
     fn try_chain<O: Op<T>>(
         &self,
@@ -633,25 +635,32 @@ impl<T: Elem> Shared<'_, T> {
         len: usize,
         curs: &mut [Cursor],
         local: &[usize],
-    ) -> Option<Result<(), u64>> {
+    ) -> bool {
         if step.kind != StepKind::RecvReduceCopy || step.cnt != 1 || !step.publish {
-            return None;
+            return false;
         }
         let base = if src == dst {
             None
         } else if overlap(src, dst, len) {
-            return None;
+            return false;
         } else {
             Some(src as *const T)
         };
+        // Its own message first: a step that waits for it is polled
+        // often, and reports the wait as `try_step` does.
+        let Some(inp) = self.recv_ready(c.tb).filter(|r| r.len == len) else {
+            return false;
+        };
+        // The links, with their messages: only a link's own threadblock,
+        // run by this worker, takes its message.
         let mut links = [usize::MAX; CHAIN_FUSED - 1];
+        let mut ins: [Option<Ready<'_, T>>; CHAIN_FUSED - 1] = [const { None }; CHAIN_FUSED - 1];
         let mut nlinks = 0;
         let (mut tb, mut pos, mut publish) = (c.tb, c.pos, true);
         while nlinks < links.len() && publish {
-            let next = self.plan.tbs[tb].waiters.iter().copied().find(|&w| {
-                let Some(cw) = local.get(w).and_then(|&k| curs.get(k)) else {
-                    return false;
-                };
+            let next = self.plan.tbs[tb].waiters.iter().find_map(|&w| {
+                let k = *local.get(w)?;
+                let cw = curs.get(k)?;
                 // (The placeholder for `c` is never gated.)
                 let at = cw.gated
                     && !cw.draining
@@ -659,35 +668,29 @@ impl<T: Elem> Shared<'_, T> {
                     && cw.g == 0
                     && (cw.phase, cw.work, cw.tile) == (c.phase, c.work, c.tile)
                     && self.geo.fault != Some(w);
-                at && self.plan.tbs[w].steps.get(cw.pos).is_some_and(|sw| {
-                    sw.kind == StepKind::RecvReduceCopy
-                        && sw.cnt == 1
-                        && sw.dep == Some((tb, pos))
-                        && sw.src == step.dst
-                        && sw.dst == step.dst
-                }) && self.recv_ready(w).is_some_and(|r| r.len == len)
+                let joins = at
+                    && self.plan.tbs[w].steps.get(cw.pos).is_some_and(|sw| {
+                        sw.kind == StepKind::RecvReduceCopy
+                            && sw.cnt == 1
+                            && sw.dep == Some((tb, pos))
+                            && sw.src == step.dst
+                            && sw.dst == step.dst
+                    });
+                if !joins {
+                    return None;
+                }
+                let r = self.recv_ready(w).filter(|r| r.len == len)?;
+                Some((w, k, r))
             });
-            let Some(w) = next else { break };
-            let k = local[w];
+            let Some((w, k, r)) = next else { break };
             links[nlinks] = k;
+            ins[nlinks] = Some(r);
             nlinks += 1;
             (tb, pos) = (w, curs[k].pos);
             publish = self.plan.tbs[w].steps[pos].publish;
         }
         if nlinks == 0 {
-            return None;
-        }
-        let Some(inp) = self.recv_ready(c.tb) else {
-            return Some(Err(W_RECV));
-        };
-        if inp.len != len {
-            return None;
-        }
-        // Every link's message is in (checked above), and only its own
-        // threadblock, run by this worker, takes it.
-        let mut ins: [Option<Ready<'_, T>>; CHAIN_FUSED - 1] = [const { None }; CHAIN_FUSED - 1];
-        for (i, &k) in ins.iter_mut().zip(&links[..nlinks]) {
-            *i = Some(self.recv_ready(curs[k].tb).expect("a link's message is in"));
+            return false;
         }
         // SAFETY: `dst` and `src` point at `len` in-bounds elements
         // (plan::build) and do not overlap (checked above); each message
@@ -736,7 +739,7 @@ impl<T: Elem> Shared<'_, T> {
                 }
             }
         }
-        Some(Ok(()))
+        true
     }
 
     /// One pass over the worker's threadblocks, each poll followed by

@@ -236,9 +236,9 @@ const HALF_BLOCK: usize = 512;
 /// Operands a native chain kernel reads in one pass: a core streams from
 /// that many buffers at once (more reads in flight than one stream's
 /// prefetch keeps), and the accumulator is written once. On a 2-core VM
-/// a 16-rank reduce-scatter written as the C floor (bench/direct_rs.c)
-/// runs 1.2–1.4× faster with four operands per pass than with one;
-/// eight gain no more.
+/// the C floor (bench/direct_rs.c) runs an 8- and 16-rank reduce-scatter
+/// 1.18–1.26× faster with four operands per pass than with one; eight,
+/// tried in the executor, showed no gain (docs/executor.md).
 pub const CHAIN_FUSED: usize = 4;
 
 /// [`Elem::kernel_chain`] for the native types: [`CHAIN_FUSED`] operands
@@ -518,16 +518,12 @@ unsafe fn reduce2_avx2<T: Elem, O: Op<T>>(dst: &mut [T], a: &[T]) {
 /// A chain of reductions into `dst` in one pass where the type allows
 /// ([`Elem::kernel_chain`]): `dst = ((x0 ⊕ base) ⊕ x1) ⊕ …`, or
 /// `((dst ⊕ x0) ⊕ x1) ⊕ …` without `base` — what a `reduce3` then
-/// `reduce2` per operand compute, bit for bit. No slice overlaps `dst`;
-/// all are as long as `dst`. Built like [`reduce3`].
+/// `reduce2` per operand compute, bit for bit. `xs` is not empty, no
+/// slice overlaps `dst`, and all are as long as `dst`. Built like
+/// [`reduce3`].
 #[inline(never)]
 pub fn reduce_chain<T: Elem, O: Op<T>>(dst: &mut [T], base: Option<&[T]>, xs: &[&[T]]) {
-    if xs.is_empty() {
-        if let Some(b) = base {
-            dst.copy_from_slice(&b[..dst.len()]);
-        }
-        return;
-    }
+    debug_assert!(!xs.is_empty(), "a chain has at least one operand");
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         // SAFETY: the CPU has AVX2 (checked just above).
