@@ -9,7 +9,8 @@
  * Timed like nccl-tests: mean per call after warmup, the threads
  * released together by a spinning barrier (yielding after a while) for each call.
  *
- * usage: direct_rs RANKS BYTES_PER_RANK ITERS WARMUP
+ * usage: direct_rs RANKS BYTES_PER_RANK ITERS WARMUP [INPUTS_PER_PASS]
+ *        (1-4, default 4; 1 adds one input per pass over the tile)
  * prints: ranks bytes time_us ok|WRONG */
 #include <pthread.h>
 #include <sched.h>
@@ -22,7 +23,7 @@
 
 #define TILE_ELEMS (65536L) /* 256 KiB of float32 */
 
-static int nranks, nthreads, calls;
+static int nranks, nthreads, calls, per_pass = 4;
 static long shard;
 static float **in, **out;
 static atomic_int arrived, phase;
@@ -53,7 +54,7 @@ static void reduce_range(long lo, long hi) {
         const float *x = in[0] + owner * shard;
         int r = 1;
         while (r < nranks) {
-            int k = nranks - r < 4 ? nranks - r : 4;
+            int k = nranks - r < per_pass ? nranks - r : per_pass;
             const float *z0 = in[r] + owner * shard;
             const float *z1 = k > 1 ? in[r + 1] + owner * shard : NULL;
             const float *z2 = k > 2 ? in[r + 2] + owner * shard : NULL;
@@ -90,14 +91,15 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     if (argc < 5) {
-        fprintf(stderr, "usage: %s RANKS BYTES ITERS WARMUP\n", argv[0]);
+        fprintf(stderr, "usage: %s RANKS BYTES ITERS WARMUP [INPUTS_PER_PASS]\n", argv[0]);
         return 2;
     }
     nranks = atoi(argv[1]);
     long bytes = atol(argv[2]);
     int iters = atoi(argv[3]), warmup = atoi(argv[4]);
-    if (nranks < 2 || iters < 1 || warmup < 0) {
-        fprintf(stderr, "%s: need RANKS >= 2, ITERS >= 1, WARMUP >= 0\n", argv[0]);
+    if (argc > 5) per_pass = atoi(argv[5]);
+    if (nranks < 2 || iters < 1 || warmup < 0 || per_pass < 1 || per_pass > 4) {
+        fprintf(stderr, "%s: need RANKS >= 2, ITERS >= 1, WARMUP >= 0, INPUTS_PER_PASS 1-4\n", argv[0]);
         return 2;
     }
     shard = bytes / 4 / nranks;
