@@ -9,9 +9,16 @@
  * Timed like nccl-tests: mean per call after warmup, the threads
  * released together by a spinning barrier (yielding after a while) for each call.
  *
+ * Beside the time, the memory bandwidth B of `a += b` over two 256 MiB
+ * float arrays on every core (bytes read + written per second), the best
+ * of 2 passes right before and right after the timed calls, averaged:
+ * `rscc run`'s measurement (src/exec/membw.rs), taken as close to the
+ * calls it is compared with, since a shared machine's bandwidth moves
+ * with its neighbours' load.
+ *
  * usage: direct_rs RANKS BYTES_PER_RANK ITERS WARMUP [INPUTS_PER_PASS]
  *        (1-4, default 4; 1 adds one input per pass over the tile)
- * prints: ranks bytes time_us ok|WRONG */
+ * prints: ranks bytes time_us ok|WRONG B_gbps */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -89,6 +96,31 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+#define BW_ELEMS (64L << 20) /* 256 MiB of float32 per array */
+static float *bw_a, *bw_b;
+static long bw_threads;
+
+static void *bw_pass(void *arg) {
+    long t = (long)arg, per = (BW_ELEMS + bw_threads - 1) / bw_threads;
+    long lo = t * per, hi = lo + per < BW_ELEMS ? lo + per : BW_ELEMS;
+    for (long i = lo; i < hi; i++) bw_a[i] += bw_b[i];
+    return NULL;
+}
+
+/* Best of `reps` passes of a += b on bw_threads threads, in GB/s. */
+static double bandwidth(int reps) {
+    pthread_t th[256];
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        for (long t = 0; t < bw_threads; t++) pthread_create(&th[t], NULL, bw_pass, (void *)t);
+        for (long t = 0; t < bw_threads; t++) pthread_join(th[t], NULL);
+        double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    return 3.0 * BW_ELEMS * 4 / best / 1e9;
+}
+
 int main(int argc, char **argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: %s RANKS BYTES ITERS WARMUP [INPUTS_PER_PASS]\n", argv[0]);
@@ -121,6 +153,12 @@ int main(int argc, char **argv) {
         for (long i = 0; i < elems; i++) in[r][i] = (float)((i + r) % 4);
         memset(out[r], 0, shard * sizeof(float));
     }
+    bw_threads = cores < 256 ? cores : 256;
+    bw_a = malloc(BW_ELEMS * sizeof(float));
+    bw_b = malloc(BW_ELEMS * sizeof(float));
+    if (!bw_a || !bw_b) return 3;
+    for (long i = 0; i < BW_ELEMS; i++) bw_a[i] = 1.0f, bw_b[i] = 0.5f;
+    double bw_before = bandwidth(2);
     pthread_t *th = malloc((nthreads + 1) * sizeof(pthread_t));
     for (long t = 0; t < nthreads; t++) pthread_create(&th[t], NULL, worker, (void *)t);
     long work = nranks * ((shard + TILE_ELEMS - 1) / TILE_ELEMS);
@@ -134,6 +172,7 @@ int main(int argc, char **argv) {
     }
     double t = (now() - t0) / iters;
     for (int i = 0; i < nthreads; i++) pthread_join(th[i], NULL);
+    double bw = (bw_before + bandwidth(2)) / 2;
     /* Every owner's first and last element: sum over ranks of (idx + r) % 4. */
     int bad = 0;
     for (int j = 0; j < nranks; j++)
@@ -143,6 +182,6 @@ int main(int argc, char **argv) {
             for (int r = 0; r < nranks; r++) want += (double)((idx + r) % 4);
             bad |= out[j][k ? shard - 1 : 0] != (float)want;
         }
-    printf("%d %ld %.1f %s\n", nranks, elems * 4, t * 1e6, bad ? "WRONG" : "ok");
+    printf("%d %ld %.1f %s %.2f\n", nranks, elems * 4, t * 1e6, bad ? "WRONG" : "ok", bw);
     return 0;
 }

@@ -16,9 +16,12 @@
 #        SKIP_INSTALL=1 (both MPIs already installed)
 #
 # Times are nccl-tests' (mean per call; MPI: max over ranks). Each rscc run
-# also measures memory bandwidth B (STREAM-like a += b on every core) in
-# the same process; %roof = (N+1)·S / t / B, the minimum memory traffic of
-# a reduce-scatter (read every input once, write every output once).
+# and the C floor also measure memory bandwidth B (STREAM-like a += b on
+# every core, the same pass) in the same process, right before and right
+# after the timed calls (their mean: a shared machine's B moves with its
+# neighbours' load); %roof = (N+1)·S / t / B, with each one's own B, the
+# minimum memory traffic of a reduce-scatter (read every input once, write
+# every output once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench/results/mpi-compare.json}
@@ -71,38 +74,42 @@ def human(b):
 def mpi(kind, n, s):
     m = open(f"{tmp}/{kind}_{n}_{s}.txt").read().split()
     return float(m[2]), m[3]
+def c_floor(n, s):
+    m = open(f"{tmp}/c_{n}_{s}.txt").read().split()
+    return float(m[2]), m[3], float(m[4])
 rows = []
 print(f"Open MPI: {ompi_ver}; MPICH: {mpich_ver}; cores: {os.cpu_count()}")
-print("| N | size/rank | Open MPI (µs) | MPICH (µs) | C floor (µs) | rscc ring (µs) | rscc synth (µs) | synth pick | rscc best vs best MPI | rscc best vs C floor | B (GB/s) | C %roof | ring %roof | synth %roof | check |")
+print("| N | size/rank | Open MPI (µs) | MPICH (µs) | C floor (µs) | rscc ring (µs) | rscc synth (µs) | synth pick | rscc best vs best MPI | rscc best vs C floor | B C / ring / synth (GB/s) | C %roof | ring %roof | synth %roof | check |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for n in ranks:
     for s in sizes:
         N = int(n)
         ompi_us, ompi_ok = mpi("ompi", n, s)
         mpich_us, mpich_ok = mpi("mpich", n, s)
-        c_us, c_ok = mpi("c", n, s)
+        c_us, c_ok, c_bw = c_floor(n, s)
         ring = json.load(open(f"{tmp}/ring_{n}_{s}.json"))
         syn = json.load(open(f"{tmp}/synth_{n}_{s}.json"))
         rr, sr = ring["rows"][0], syn["rows"][0]
         S = rr["size_bytes"]
         best_mpi = min(ompi_us, mpich_us)
         best_rscc = min(rr["time_us"], sr["time_us"])
-        membw = syn["membw_gbps"]
-        c_roof = (N + 1) * S / (c_us * 1e-6) / (membw * 1e9) if membw else 0.0
+        c_roof = (N + 1) * S / (c_us * 1e-6) / (c_bw * 1e9) if c_bw else 0.0
         rec = dict(ranks=N, size_bytes=S,
                    openmpi_time_us=ompi_us, openmpi_check=ompi_ok,
                    mpich_time_us=mpich_us, mpich_check=mpich_ok,
                    c_floor_time_us=c_us, c_floor_check=c_ok, c_floor_roof_frac=c_roof,
-                   synth_membw_gbps=membw, speedup_vs_c_floor=c_us / best_rscc,
+                   c_floor_membw_gbps=c_bw, synth_membw_gbps=sr["membw_gbps"],
+                   speedup_vs_c_floor=c_us / best_rscc,
                    ring_time_us=rr["time_us"], ring_correct=rr["correct"], ring_roof_frac=rr["membw_frac"],
-                   ring_membw_gbps=ring["membw_gbps"],
+                   ring_membw_gbps=rr["membw_gbps"],
                    synth_name=syn["name"], synth_time_us=sr["time_us"], synth_correct=sr["correct"],
                    synth_roof_frac=sr["membw_frac"], synth_size_bytes=sr["size_bytes"],
                    speedup_vs_best_mpi=best_mpi / best_rscc, workers=ring["threads"])
         rows.append(rec)
         ok = all([ompi_ok == "ok", mpich_ok == "ok", c_ok == "ok", rr["correct"], sr["correct"]])
         print(f"| {N} | {human(S)} | {ompi_us:.1f} | {mpich_us:.1f} | {c_us:.1f} | {rr['time_us']:.1f} | {sr['time_us']:.1f} | "
-              f"{syn['name']} | {rec['speedup_vs_best_mpi']:.2f}× | {rec['speedup_vs_c_floor']:.2f}× | {membw:.1f} | "
+              f"{syn['name']} | {rec['speedup_vs_best_mpi']:.2f}× | {rec['speedup_vs_c_floor']:.2f}× | "
+              f"{c_bw:.1f} / {rr['membw_gbps']:.1f} / {sr['membw_gbps']:.1f} | "
               f"{100*c_roof:.0f}% | {100*rr['membw_frac']:.0f}% | {100*sr['membw_frac']:.0f}% | {'ok' if ok else 'WRONG'} |")
 json.dump(dict(openmpi=ompi_ver, mpich=mpich_ver, cores=os.cpu_count(), rows=rows), open(out, "w"), indent=2)
 print(f"\nwrote {out}")

@@ -450,21 +450,21 @@ fn print_table(rep: &Report, backend: &str) {
         },
         rep.tile_bytes
     );
-    if let Some(b) = rep.membw_gbps {
+    if rep.membw_gbps.is_some() {
         let how = if backend == "cuda" {
-            "device copy a = b"
+            "device copy a = b, measured first"
         } else {
-            "a += b, all cores"
+            "a += b on all cores, the mean of the best of 2 passes right before and right after each size's run"
         };
-        println!("# memory bandwidth ({how}): {b:.2} GB/s; %membw = (N+1)*size/time / that");
+        println!("# memory bandwidth B ({how}); %membw = (N+1)*size/time / B");
     }
     println!(
-        "# {:>12} {:>12} {:>8} {:>6} {:>11} {:>8} {:>8} {:>7} {:>7}",
-        "size", "count", "type", "redop", "time(us)", "algbw", "busbw", "%membw", "#wrong"
+        "# {:>12} {:>12} {:>8} {:>6} {:>11} {:>8} {:>8} {:>7} {:>7} {:>7}",
+        "size", "count", "type", "redop", "time(us)", "algbw", "busbw", "B", "%membw", "#wrong"
     );
     for r in &rep.rows {
         println!(
-            "  {:>12} {:>12} {:>8} {:>6} {:>11.1} {:>8.2} {:>8.2} {:>7} {:>7}",
+            "  {:>12} {:>12} {:>8} {:>6} {:>11.1} {:>8.2} {:>8.2} {:>7} {:>7} {:>7}",
             r.size_bytes,
             r.count,
             rep.dtype,
@@ -472,6 +472,7 @@ fn print_table(rep: &Report, backend: &str) {
             r.time_us,
             r.algbw_gbps,
             r.busbw_gbps,
+            r.membw_gbps.map_or("-".to_string(), |b| format!("{b:.1}")),
             r.membw_frac
                 .map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0)),
             r.wrong.map_or("N/A".to_string(), |w| w.to_string())

@@ -45,7 +45,9 @@ pub struct RunOptions {
     /// The watchdog stops a run when no threadblock made progress for this
     /// long.
     pub stall_timeout: Duration,
-    /// Measure memory bandwidth (STREAM-like `a += b`) first; 0 skips it.
+    /// Measure memory bandwidth (STREAM-like `a += b`) over arrays of this
+    /// size: on the CPU right before and right after each size's timed
+    /// phase, on the GPU once first; 0 skips it.
     pub membw_bytes: usize,
     /// CPU worker threads that run the threadblocks as tasks; 0: one per
     /// 256 KiB of memory traffic per call, up to the cores.
@@ -120,6 +122,10 @@ pub struct SizeResult {
     pub busbw_gbps: f64,
     /// (N+1)·S / t as a fraction of the measured memory bandwidth.
     pub membw_frac: Option<f64>,
+    /// The memory bandwidth that fraction is of (GB/s): on the CPU the
+    /// mean of the samples taken right before and right after this size's
+    /// timed phase.
+    pub membw_gbps: Option<f64>,
     /// Wrong elements (None when not checked).
     pub wrong: Option<u64>,
     pub correct: Option<bool>,
@@ -165,6 +171,7 @@ impl SizeResult {
             algbw_gbps: algbw,
             busbw_gbps: algbw * coll.busbw_factor(n),
             membw_frac: membw.map(|b| (n as f64 + 1.0) * algbw / b),
+            membw_gbps: membw,
             correct: wrong.map(|w| w == 0),
             wrong,
             wrong_chunks,
@@ -294,14 +301,14 @@ pub(crate) fn aliasing_mode(prog: &Program, opts: &RunOptions) -> Result<bool, E
 pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecError> {
     let plan = plan::build(prog)?;
     let inplace = aliasing_mode(prog, opts)?;
-    let membw = (opts.membw_bytes > 0).then(|| membw::measure(opts.membw_bytes, 3));
+    let mut bw = (opts.membw_bytes > 0).then(|| membw::Bandwidth::new(opts.membw_bytes));
     macro_rules! by_op {
         ($t:ty) => {
             match opts.redop {
-                RedOp::Sum => run_typed::<$t, Sum>(&plan, opts, inplace, membw),
-                RedOp::Prod => run_typed::<$t, Prod>(&plan, opts, inplace, membw),
-                RedOp::Max => run_typed::<$t, Max>(&plan, opts, inplace, membw),
-                RedOp::Min => run_typed::<$t, Min>(&plan, opts, inplace, membw),
+                RedOp::Sum => run_typed::<$t, Sum>(&plan, opts, inplace, bw.as_mut()),
+                RedOp::Prod => run_typed::<$t, Prod>(&plan, opts, inplace, bw.as_mut()),
+                RedOp::Max => run_typed::<$t, Max>(&plan, opts, inplace, bw.as_mut()),
+                RedOp::Min => run_typed::<$t, Min>(&plan, opts, inplace, bw.as_mut()),
             }
         };
     }
@@ -323,9 +330,15 @@ pub fn run_program(prog: &Program, opts: &RunOptions) -> Result<Report, ExecErro
         tile_bytes: opts.tile_bytes,
         threads: rows.iter().filter_map(|r| r.workers).max().unwrap_or(1),
         threadblocks: plan.tbs.len(),
-        membw_gbps: membw,
+        membw_gbps: mean_membw(&rows),
         rows,
     })
+}
+
+/// The mean of the rows' memory bandwidths, where they have one.
+fn mean_membw(rows: &[SizeResult]) -> Option<f64> {
+    let b: Vec<f64> = rows.iter().filter_map(|r| r.membw_gbps).collect();
+    (!b.is_empty()).then(|| b.iter().sum::<f64>() / b.len() as f64)
 }
 
 /// This machine's cores (hardware threads).
@@ -340,11 +353,14 @@ pub fn chunk_for(size_bytes: u64, esize: usize, c: usize) -> u64 {
     (elems / c.max(1) as u64).max(1)
 }
 
+/// Passes per memory-bandwidth sample (the best counts).
+const BW_PASSES: usize = 2;
+
 fn run_typed<T: Elem, O: Op<T>>(
     plan: &plan::Plan,
     opts: &RunOptions,
     inplace: bool,
-    membw: Option<f64>,
+    mut bw: Option<&mut membw::Bandwidth>,
 ) -> Result<Vec<SizeResult>, ExecError> {
     let n = plan.nranks;
     let esz = std::mem::size_of::<T>();
@@ -386,11 +402,15 @@ fn run_typed<T: Elem, O: Op<T>>(
             vec![opts.warmup, opts.iters]
         };
         let mut checked: Option<(u64, Vec<WrongChunk>)> = None;
+        // Sampled while no worker runs: the pool lives inside `cpu::run`.
+        let before = bw.as_mut().map(|b| b.sample(BW_PASSES));
         let times = cpu::run::<T, O>(plan, geo, &mut bufs, &phases, |pi, outs| {
             if opts.check && pi == 0 {
                 checked = Some(check_outputs::<T, O>(plan.coll, outs, n, plan.c, chunk));
             }
         })?;
+        let after = bw.as_mut().map(|b| b.sample(BW_PASSES));
+        let membw = before.zip(after).map(|(x, y)| (x + y) / 2.0);
         let secs = times.secs.last().copied().unwrap_or(0.0) / opts.iters as f64;
         let size_bytes = (full * esz) as u64;
         let mut row = SizeResult::measured(
