@@ -102,6 +102,35 @@ fn a_few_mib_with_two_slot_fifos() {
     assert_correct(&builtin::allpairs(4), &o);
 }
 
+/// Every size's roofline fraction is against the bandwidth sampled around
+/// that size's calls, which its row reports; the run's figure is their
+/// mean.
+#[test]
+fn each_size_has_the_bandwidth_sampled_around_its_calls() {
+    let mut o = opts(DType::F32, RedOp::Sum, vec![64 << 10, 1 << 20]);
+    o.membw_bytes = 1 << 20;
+    let rep = run_program(&builtin::ring(4, 1), &o).unwrap();
+    let bs: Vec<f64> = rep.rows.iter().map(|r| r.membw_gbps.unwrap()).collect();
+    for (r, &b) in rep.rows.iter().zip(&bs) {
+        assert!(b.is_finite() && b > 0.0, "{b}");
+        let want = 5.0 * r.algbw_gbps / b;
+        assert!(
+            (r.membw_frac.unwrap() - want).abs() <= 1e-12 * want,
+            "{r:?}"
+        );
+    }
+    let mean = bs.iter().sum::<f64>() / bs.len() as f64;
+    assert!((rep.membw_gbps.unwrap() - mean).abs() <= 1e-12 * mean);
+    // Without the measurement nothing is reported.
+    o.membw_bytes = 0;
+    let rep = run_program(&builtin::ring(4, 1), &o).unwrap();
+    assert!(rep.membw_gbps.is_none());
+    assert!(rep
+        .rows
+        .iter()
+        .all(|r| r.membw_gbps.is_none() && r.membw_frac.is_none()));
+}
+
 #[test]
 fn wrong_results_are_reported_per_rank_and_chunk() {
     let mut p = builtin::ring(4, 1);
