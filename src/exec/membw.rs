@@ -31,7 +31,7 @@ impl Bandwidth {
             b: vec![0.0f32; n],
         };
         // First touch on the threads that will run the passes.
-        let per = n.div_ceil(threads());
+        let per = n.div_ceil(super::cores());
         std::thread::scope(|s| {
             for (ca, cb) in bw.a.chunks_mut(per).zip(bw.b.chunks_mut(per)) {
                 s.spawn(move || {
@@ -46,7 +46,7 @@ impl Bandwidth {
     /// Best of `reps` passes, in GB/s.
     pub fn sample(&mut self, reps: usize) -> f64 {
         let n = self.a.len();
-        let per = n.div_ceil(threads());
+        let per = n.div_ceil(super::cores());
         let mut best = f64::INFINITY;
         for _ in 0..reps.max(1) {
             let t0 = Instant::now();
@@ -60,10 +60,6 @@ impl Bandwidth {
         std::hint::black_box(&self.a);
         3.0 * (n * 4) as f64 / best / 1e9
     }
-}
-
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |t| t.get())
 }
 
 /// Best of `reps` passes over two arrays of `bytes` bytes each, in GB/s.
