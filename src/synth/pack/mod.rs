@@ -208,8 +208,30 @@ const SPLIT_PLANS: usize = 8;
 /// mesh, seed 72, at 16 MiB: 96.5 µs with 2 chunks per shard, 64.0 with
 /// 8). p is the power of two that comes closest from below: the runtime
 /// takes a file only for the counts its chunks per shard divide, so no
-/// odd factor is added to the winner's.
-const PIPELINE_CHUNKS: [usize; 3] = [64, 128, 256];
+/// odd factor is added to the winner's. 512 serves 16-GPU plans of three
+/// chunks per shard, which 256 scales only fourfold (2 × p4de at 16 MiB:
+/// 1463 µs with 192 chunks per loop, 1444 with 384).
+const PIPELINE_CHUNKS: [usize; 4] = [64, 128, 256, 512];
+
+/// The factors p ≥ 2 (powers of two, each once) that scale a plan of
+/// `chunks` chunks per shard on `owners` owners to about each of
+/// [`PIPELINE_CHUNKS`] chunks per loop, from below.
+fn pipeline_factors(owners: usize, chunks: usize) -> Vec<usize> {
+    let mut factors: Vec<usize> = Vec::new();
+    for per_loop in PIPELINE_CHUNKS {
+        // A power of two: the file then serves the counts the winner's
+        // does, with no new odd factor in its divisor.
+        let most = per_loop / owners.max(1) / chunks.max(1);
+        if most < 2 {
+            continue;
+        }
+        let p = 1 << most.ilog2();
+        if !factors.contains(&p) {
+            factors.push(p);
+        }
+    }
+    factors
+}
 
 /// The sizes at which a schedule of `chunks` chunks per shard on `n`
 /// ranks has chunks of one MSCCL tile at most, and of at least 1/64 of
@@ -354,23 +376,13 @@ impl Search for PackSearch {
         // chunks leave at once, however many there are).
         let win = &self.plans[k];
         let mut below: Vec<(Candidate, std::ops::Range<u64>)> = Vec::new();
-        let mut tried = Vec::new();
         let levels = win.build(1).1;
-        for per_loop in PIPELINE_CHUNKS
-            .into_iter()
-            .filter(|_| self.deeper && levels > 1)
-        {
-            // A power of two: the file then serves the counts the
-            // winner's does, with no new odd factor in its divisor.
-            let most = per_loop / win.trees.len().max(1) / win.chunks;
-            if most < 2 {
-                continue;
-            }
-            let p = 1 << most.ilog2();
-            if tried.contains(&p) {
-                continue;
-            }
-            tried.push(p);
+        let factors = if self.deeper && levels > 1 {
+            pipeline_factors(win.trees.len(), win.chunks)
+        } else {
+            Vec::new()
+        };
+        for p in factors {
             let plan = Arc::new(win.scaled(p));
             let sizes = single_message_sizes(plan.trees.len(), plan.chunks);
             below.push((build(&plan, Form::Pipelined, l), sizes));
@@ -516,6 +528,18 @@ pub fn allreduce_candidates(ctx: &Context) -> Result<Vec<Candidate>, SynthError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each rung scales by the power of two that comes closest from
+    /// below, once: 16 owners of three chunks (48 per loop) reach 96, 192
+    /// and 384; 8 owners of one chunk 64 … 512; a plan already at 256
+    /// per loop only the last rung.
+    #[test]
+    fn pipeline_factors_climb_each_rung_from_below() {
+        assert_eq!(pipeline_factors(16, 3), vec![2, 4, 8]);
+        assert_eq!(pipeline_factors(8, 1), vec![8, 16, 32, 64]);
+        assert_eq!(pipeline_factors(32, 8), vec![2]);
+        assert_eq!(pipeline_factors(64, 8), Vec::<usize>::new());
+    }
     use crate::bound::bandwidth_bound;
     use crate::front::generate::{generate, GenParams};
     use crate::ir::Collective;
