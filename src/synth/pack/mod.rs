@@ -528,6 +528,9 @@ pub fn allreduce_candidates(ctx: &Context) -> Result<Vec<Candidate>, SynthError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bound::bandwidth_bound;
+    use crate::front::generate::{generate, GenParams};
+    use crate::ir::Collective;
 
     /// Each rung scales by the power of two that comes closest from
     /// below, once: 16 owners of three chunks (48 per loop) reach 96, 192
@@ -540,9 +543,6 @@ mod tests {
         assert_eq!(pipeline_factors(32, 8), vec![2]);
         assert_eq!(pipeline_factors(64, 8), Vec::<usize>::new());
     }
-    use crate::bound::bandwidth_bound;
-    use crate::front::generate::{generate, GenParams};
-    use crate::ir::Collective;
 
     /// The packing is never below the cut bound, its certified bound never
     /// above the packing, and every rounding builds valid trees.
