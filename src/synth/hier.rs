@@ -106,14 +106,16 @@ impl Synthesizer for Hier {
         // "Hierarchical", rail lanes).
         let mut more = vec![vec![star], pat, vec![blocks]];
         if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
-            for chunks in [2, 3, 4, 8] {
-                // Not for an allreduce: there its halves rank first by
-                // their sum and push out pairs that compose better as one
-                // program (generated fabric 7 at 16 MiB: 449.8 µs with
-                // eight lanes offered, 430.0 without).
-                if chunks == 8 && ctx.op == Collective::AllReduce {
-                    continue;
-                }
+            // Eight not for an allreduce: there its halves rank first by
+            // their sum and push out pairs that compose better as one
+            // program (generated fabric 7 at 16 MiB: 449.8 µs with eight
+            // lanes offered, 430.0 without).
+            let lanes: &[usize] = if ctx.op == Collective::AllReduce {
+                &[2, 3, 4]
+            } else {
+                &[2, 3, 4, 8]
+            };
+            for &chunks in lanes {
                 more.push(
                     radices
                         .iter()
