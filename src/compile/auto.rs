@@ -608,11 +608,12 @@ fn relays_abroad(a: &Algorithm, topo: &Topology) -> bool {
     })
 }
 
-/// Allreduces of two synthesizers: at every scored size, the fastest
-/// reduce-scatter half of the allreduce candidates followed by the
-/// fastest allgather half ([`Algorithm::paired`]) where the two come from
-/// different candidates, or the next pair by their sum where that does
-/// not fit. A composed candidate is one synthesizer's reduce-scatter and
+/// Allreduces of two synthesizers: at every scored size, a reduce-scatter
+/// half of the allreduce candidates followed by an allgather half
+/// ([`Algorithm::paired`]) of another candidate, the fastest two such
+/// pairs by their sum with different reduce-scatter halves that fit (a
+/// candidate's own composition taking one place where it ranks among
+/// them). A composed candidate is one synthesizer's reduce-scatter and
 /// its own allgather; the best pair of halves often is not (a pieced
 /// tree's reduce-scatter and a plain tree's allgather), and running it as
 /// one program makes the allreduce no slower than the reduce-scatter
@@ -739,12 +740,18 @@ fn paired(
         })
         .unzip();
     // Per size the (reduce-scatter, allgather) halves by the sum of their
-    // times, fastest first: the first pair of two candidates that fits
-    // the runtime as one program is scored there (the two fastest halves
-    // can need more threadblocks together than the SMs: dgx-a100x4 at 64
-    // KiB), trying at most PAIR_TRIES; none where a synthesizer's own
-    // allreduce comes first.
+    // times, fastest first: the first PAIRS_PER_SIZE with different
+    // reduce-scatter halves that fit the runtime as one program are
+    // scored there — a synthesizer's own composed candidate counts as
+    // one, and is scored anyway — trying at most PAIR_TRIES pairs for
+    // each (the two fastest halves can need more threadblocks
+    // together than the SMs: dgx-a100x4 at 64 KiB). The best sum is not
+    // always the best program: on generated fabric 7 at 16 MiB the
+    // eight-lane reduce-scatter half ranks first with every allgather
+    // half and its own allreduce takes 449.8 µs, where the four-lane half
+    // with `hier`'s allgather takes 430.0; the second slot keeps that one.
     const PAIR_TRIES: usize = 4;
+    const PAIRS_PER_SIZE: usize = 2;
     let h = halves.len();
     let ranked = |si: usize| -> Vec<(usize, usize)> {
         let t = |i: usize, gather: bool| times[2 * i + gather as usize][si];
@@ -760,24 +767,45 @@ fn paired(
                 .total_cmp(&rounded(y.0))
                 .then((x.1, x.2).cmp(&(y.1, y.2)))
         });
-        let first_own = v.iter().position(|&(_, i, j)| i == j && composed[i]);
-        v.truncate(first_own.unwrap_or(v.len()));
         v.into_iter()
-            .filter(|&(_, i, j)| i != j)
-            .take(PAIR_TRIES)
+            .filter(|&(_, i, j)| i != j || composed[i])
             .map(|(_, i, j)| (i, j))
             .collect()
     };
     let mut made: std::collections::BTreeMap<(usize, usize), Vec<Compiled>> = Default::default();
     let mut at: std::collections::BTreeMap<(usize, usize), Vec<bool>> = Default::default();
+    // Halves by their reduce-scatter schedule: several synthesizers often
+    // have the same one (`mix` is `hier` on rail-optimised hosts).
+    let rs_class: Vec<usize> = (0..h)
+        .map(|i| {
+            (0..i)
+                .find(|&k| halves[k].1.transfers == halves[i].1.transfers)
+                .unwrap_or(i)
+        })
+        .collect();
     for si in 0..sorted.len() {
+        let (mut tries, mut fitted) = (0, Vec::new());
         for (i, j) in ranked(si) {
-            let forms = made
-                .entry((i, j))
-                .or_insert_with(|| pair(topo, opts, &halves[i], &halves[j], skipped));
-            if !forms.is_empty() {
+            if fitted.contains(&rs_class[i]) {
+                continue;
+            }
+            if i != j {
+                if tries == PAIR_TRIES {
+                    break;
+                }
+                tries += 1;
+                let forms = made
+                    .entry((i, j))
+                    .or_insert_with(|| pair(topo, opts, &halves[i], &halves[j], skipped));
+                if forms.is_empty() {
+                    continue;
+                }
                 at.entry((i, j))
                     .or_insert_with(|| vec![false; sorted.len()])[si] = true;
+            }
+            tries = 0;
+            fitted.push(rs_class[i]);
+            if fitted.len() == PAIRS_PER_SIZE {
                 break;
             }
         }
