@@ -400,3 +400,70 @@ fn rail_routes_spread_over_the_nics() {
     let bound = rscc::bound::alpha_bound_us(&t, Collective::ReduceScatter, size).unwrap();
     assert!(bound / time > 0.95, "{} of the bound", bound / time);
 }
+
+/// The MI300X VM dump's GPUs reach its NICs through the CPUs, and NCCL's
+/// hand-out leaves two NICs to two GPUs each and two to none. Replicated
+/// to two hosts, `hier`'s rail lanes with each chunk aggregated at its
+/// owner's position load those two NICs with two positions' chunks;
+/// `rail_balance` moves chunks to the positions on lighter rails, and
+/// the balanced schedule verifies and runs faster at 1 GiB.
+#[test]
+fn rail_lanes_balance_shared_nics() {
+    let f = Path::new("tests/data/real/rccl-xml/rccl_topo_8p_940vm_MI300X-gfx942_8GPU_VM.xml");
+    let one = rscc::front::import::import_file(f, &Default::default()).unwrap();
+    let t = rscc::front::import::replicate(&one, 2, &f.display().to_string())
+        .unwrap()
+        .topology;
+    let hosts = rscc::synth::hier::hosts(&t).unwrap();
+    let (nh, g, c) = (hosts.len(), hosts[0].len(), 3);
+    let table = rscc::synth::hier::rail_balance(&t, &hosts, c).expect("the rails are uneven");
+    assert_eq!(table.len(), g * c);
+    // Chunks per NIC: the owners' positions put 2c on two NICs; the
+    // balanced table spreads them.
+    let nic_of = |a: usize| {
+        let r = t.route(hosts[0][a], hosts[1][a]).unwrap();
+        r.links
+            .iter()
+            .map(|&e| t.link_ends(e).1)
+            .find(|&v| t.graph[v].kind == rscc::ir::NodeKind::Nic)
+            .unwrap()
+    };
+    let most = |pos: &mut dyn Iterator<Item = usize>| {
+        let mut per = std::collections::HashMap::new();
+        for a in pos {
+            *per.entry(nic_of(a)).or_insert(0) += 1;
+        }
+        per.into_values().max().unwrap()
+    };
+    let own = most(&mut (0..g).flat_map(|k| std::iter::repeat_n(k, c)));
+    let balanced = most(&mut table.iter().copied());
+    assert_eq!(own, 2 * c);
+    assert!(balanced < own, "{balanced} chunks on one NIC");
+    let spec = rscc::ir::Spec::reduce_scatter(nh * g, c);
+    let size = 1u64 << 30;
+    let time = |a: rscc::ir::Algorithm| {
+        let opts = CompileOptions::default();
+        let c = rscc::compile::fit::first_fit(
+            &t,
+            Algo::Hier,
+            vec![rscc::synth::ready(a)],
+            &opts,
+            false,
+        )
+        .unwrap();
+        rscc::sim::simulate(&c.program, &t, size, &Default::default())
+            .unwrap()
+            .time_us
+    };
+    let plain = time(rscc::synth::hier::hier_tree_lanes(
+        spec, &hosts, nh, true, None,
+    ));
+    let even = time(rscc::synth::hier::hier_tree_lanes(
+        spec,
+        &hosts,
+        nh,
+        true,
+        Some(&table),
+    ));
+    assert!(even < 0.9 * plain, "{even} µs balanced against {plain}");
+}

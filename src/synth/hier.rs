@@ -106,30 +106,40 @@ impl Synthesizer for Hier {
         // "Hierarchical", rail lanes).
         let mut more = vec![vec![star], pat, vec![blocks]];
         if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
-            // Eight not for an allreduce: there its halves rank first by
-            // their sum and push out pairs that compose better as one
-            // program (generated fabric 7 at 16 MiB: 449.8 µs with eight
-            // lanes offered, 430.0 without).
-            let lanes: &[usize] = if ctx.op == Collective::AllReduce {
-                &[2, 3, 4]
-            } else {
-                &[2, 3, 4, 8]
-            };
+            // Eight for an allreduce only up to AR_LANES8_MAX_HOSTS hosts:
+            // its halves gain nothing measured beyond (8 × DGX-H100,
+            // 16 × DGX-A100) and a third more halves and pairs to score
+            // cost 8 × DGX-H100's allreduce 22 → 30 s.
+            let eight = ctx.op != Collective::AllReduce || hs.len() <= AR_LANES8_MAX_HOSTS;
+            let lanes: &[usize] = if eight { &[2, 3, 4, 8] } else { &[2, 3, 4] };
+            // The owner's own host in one message per host-mate
+            // (`hier_tree_lanes`).
+            let whole = !ctx.local_passes && ctx.op != Collective::AllReduce;
             for &chunks in lanes {
-                more.push(
-                    radices
-                        .iter()
-                        .map(|&f| {
-                            let hs = hs.clone();
-                            let spec = Spec::reduce_scatter(spec.ranks, chunks);
-                            // The owner's own host in one message per
-                            // host-mate (`hier_tree_lanes`).
-                            let whole = !ctx.local_passes && ctx.op != Collective::AllReduce;
-                            Box::new(move || hier_tree_lanes(spec, &hs, f, whole))
-                                as super::Candidate
-                        })
-                        .collect(),
-                );
+                // Each lane count as it is and, where the positions' rail
+                // routes share links unevenly, with its chunks aggregated
+                // where the rails balance (`rail_balance`).
+                let balanced = rail_balance(topo, &hs, chunks).map(std::sync::Arc::new);
+                for agg in [None].into_iter().chain(balanced.map(Some)) {
+                    more.push(
+                        radices
+                            .iter()
+                            .map(|&f| {
+                                let (hs, agg) = (hs.clone(), agg.clone());
+                                let spec = Spec::reduce_scatter(spec.ranks, chunks);
+                                Box::new(move || {
+                                    hier_tree_lanes(
+                                        spec,
+                                        &hs,
+                                        f,
+                                        whole,
+                                        agg.as_deref().map(Vec::as_slice),
+                                    )
+                                }) as super::Candidate
+                            })
+                            .collect(),
+                    );
+                }
             }
         }
         Ok(Offer {
@@ -299,6 +309,10 @@ pub const SPREAD: usize = 2;
 /// The most hosts (or groups) `hier` offers its rail-lane schedules on.
 pub const LANES_MAX_HOSTS: usize = 16;
 
+/// The most hosts (or groups) `hier` offers eight rail lanes on for an
+/// allreduce.
+pub const AR_LANES8_MAX_HOSTS: usize = 4;
+
 /// The hierarchical algorithm whose rail phase, per shard, is the
 /// radix-`radix` tree over the hosts rooted at the owner's host (see
 /// `rail_parent`; radix ≥ H is the star). Every tree has H − 1 edges per
@@ -322,7 +336,16 @@ pub fn hier_tree(
     radix: usize,
     spread: usize,
 ) -> Algorithm {
-    build(spec, hosts, abroad, Rail::Radix(radix), spread, 1, false)
+    build(
+        spec,
+        hosts,
+        abroad,
+        Rail::Radix(radix),
+        spread,
+        1,
+        false,
+        None,
+    )
 }
 
 /// `hier_tree` with C = `spec.chunks()` ≥ 2 chunks per shard, each chunk
@@ -340,11 +363,16 @@ pub fn hier_tree(
 /// pass with the next piece's transfer) and for an allreduce (whose
 /// broadcast, the dual, would then send the owner's shard to its
 /// host-mates only once all of it is reduced).
+///
+/// `aggregators[ko · C + j]`, where given, is the position whose GPUs
+/// aggregate chunk j of the shard of the owner at position `ko` and send
+/// it across their rail, instead of position `ko` ([`rail_balance`]).
 pub fn hier_tree_lanes(
     spec: Spec,
     hosts: &[Vec<usize>],
     radix: usize,
     whole_own: bool,
+    aggregators: Option<&[usize]>,
 ) -> Algorithm {
     build(
         spec,
@@ -354,6 +382,7 @@ pub fn hier_tree_lanes(
         1,
         spec.chunks(),
         whole_own,
+        aggregators,
     )
 }
 
@@ -366,7 +395,7 @@ pub fn hier_tree_lanes(
 /// for `hier`'s radix trees, which clear the lowest digit instead
 /// (`--algo hier-halving`).
 pub fn hier_halving(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
-    build(spec, hosts, 0, Rail::Halving, 1, 1, false)
+    build(spec, hosts, 0, Rail::Halving, 1, 1, false, None)
 }
 
 /// Most rail peers a rank of `hier_pat` may have (all on one channel:
@@ -595,6 +624,111 @@ pub(super) fn positions(n: usize, hosts: &[Vec<usize>]) -> Vec<(usize, usize)> {
     at
 }
 
+/// Where `hier_tree_lanes` aggregates each chunk so that the links carry
+/// balanced loads: `table[ko · C + j]` is the position whose GPUs take
+/// chunk j of every shard owned at position `ko` (C = `chunks`), or None
+/// where the owner's own position (every position C chunks) is as good.
+///
+/// Position k's rail traffic crosses the links of its rail route (host
+/// 0's GPU k to host 1's GPU k; the hosts are alike): its GPU's path to
+/// its NIC, the NIC, the rail, the path down to the peer. Where positions
+/// share a link there — two GPUs behind one NIC, GPUs whose PCIe paths
+/// meet at a CPU — the shared link carries both positions' chunks, and
+/// with each position aggregating its own owner's chunks it bounds the
+/// rails (the MI300X VM dump, whose eight GPUs reach six of its eight
+/// NICs). Moving a chunk to another position moves no more bytes: an
+/// aggregator sums its host-mates' contributions wherever it is, and on
+/// the owner's host the GPU at the aggregating position adds the rail
+/// partial sums to its own contribution before sending it to the owner.
+/// It moves them onto other links, so the choice is scored by the load
+/// of every link, per unit of chunk and per pair of hosts: position a
+/// aggregating n_a chunks per owner host puts (H − 1) · n_a on each link
+/// of its host-mates' routes to it and of its rail route, and each
+/// owner's C chunks put C on each link of its host-mates' routes to it;
+/// the score is the largest load over capacity.
+///
+/// Greedy, chunk by chunk (chunk j of every owner position before the
+/// next chunk of any), each to the position that raises that maximum
+/// least, its owner's own position on ties, then the next ones after it;
+/// offered only where the result is 2 % below the owners' own positions.
+pub fn rail_balance(topo: &Topology, hosts: &[Vec<usize>], chunks: usize) -> Option<Vec<usize>> {
+    let (nh, g) = (hosts.len(), hosts.first()?.len());
+    if nh < 2 || g < 2 || chunks == 0 || hosts.iter().any(|m| m.len() != g) {
+        return None;
+    }
+    let mut index: std::collections::HashMap<petgraph::graph::EdgeIndex, usize> =
+        Default::default();
+    let mut caps: Vec<f64> = Vec::new();
+    let mut links = |src: usize, dst: usize| -> Option<Vec<usize>> {
+        let r = topo.route(src, dst)?;
+        Some(
+            r.links
+                .iter()
+                .map(|&e| {
+                    *index.entry(e).or_insert_with(|| {
+                        caps.push(topo.graph[e].capacity_gbps());
+                        caps.len() - 1
+                    })
+                })
+                .collect(),
+        )
+    };
+    // Per position: the links its host-mates' routes to it cross, each
+    // once per route that crosses it, and those of its rail route.
+    let mut mates: Vec<Vec<usize>> = Vec::with_capacity(g);
+    let mut rails: Vec<Vec<usize>> = Vec::with_capacity(g);
+    for a in 0..g {
+        let mut m = Vec::new();
+        for k in (0..g).filter(|&k| k != a) {
+            m.extend(links(hosts[0][k], hosts[0][a])?);
+        }
+        mates.push(m);
+        rails.push(links(hosts[0][a], hosts[1][a])?);
+    }
+    if caps.iter().any(|&c| c <= 0.0) {
+        return None;
+    }
+    let h1 = (nh - 1) as f64;
+    let mut base = vec![0.0; caps.len()];
+    for m in &mates {
+        for &l in m {
+            base[l] += chunks as f64;
+        }
+    }
+    let cost = |n: &[usize]| -> f64 {
+        let mut load = base.clone();
+        for a in 0..g {
+            for &l in mates[a].iter().chain(&rails[a]) {
+                load[l] += h1 * n[a] as f64;
+            }
+        }
+        load.iter()
+            .zip(&caps)
+            .map(|(x, c)| x / c)
+            .fold(0.0, f64::max)
+    };
+    let own = cost(&vec![chunks; g]);
+    let mut n = vec![0; g];
+    let mut table = vec![0; g * chunks];
+    for j in 0..chunks {
+        for ko in 0..g {
+            let mut best: Option<(f64, usize)> = None;
+            for a in (0..g).map(|d| (ko + d) % g) {
+                n[a] += 1;
+                let x = cost(&n);
+                n[a] -= 1;
+                if best.is_none_or(|b| x < b.0) {
+                    best = Some((x, a));
+                }
+            }
+            let a = best?.1;
+            n[a] += 1;
+            table[ko * chunks + j] = a;
+        }
+    }
+    (cost(&n) < 0.98 * own).then_some(table)
+}
+
 /// The rail phase's tree per shard, over relative host positions.
 #[derive(Debug, Clone, Copy)]
 enum Rail {
@@ -604,6 +738,7 @@ enum Rail {
     Halving,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build(
     spec: Spec,
     hosts: &[Vec<usize>],
@@ -612,6 +747,7 @@ fn build(
     spread: usize,
     lanes: usize,
     whole_own: bool,
+    aggregators: Option<&[usize]>,
 ) -> Algorithm {
     let spread = spread.max(1);
     // With rail lanes every chunk of a shard is a step of its own (chunk j
@@ -622,6 +758,7 @@ fn build(
     let nh = hosts.len();
     let g = hosts[0].len();
     let abroad = abroad.min(g - 1);
+    debug_assert!(aggregators.is_none() || abroad == 0);
     let where_ = positions(spec.ranks, hosts);
     let mut transfers = Vec::new();
     for (o, &(ho, ko)) in where_.iter().enumerate() {
@@ -632,8 +769,14 @@ fn build(
                 let d = (k + g - ko) % g;
                 (d >= 1 && d <= abroad).then(|| (ho + 1 + (ko + k) % (nh - 1)) % nh)
             };
+            // The position whose GPUs aggregate this chunk on every host
+            // but the owner's and send it across their rail; on the
+            // owner's host that GPU takes the rail partial sums and sends
+            // them to the owner with its own contribution.
+            let a = aggregators.map_or(ko, |t| t[ko * spec.chunks() + j]);
             for (h, members) in hosts.iter().enumerate() {
-                let agg = members[ko];
+                let root = if h == ho { ko } else { a };
+                let agg = members[root];
                 // Host h's aggregator sends its partial sums across the rail
                 // in the order q = 0, 1, … (owner host h+1 first) and keeps
                 // its own host's shard last (q = H − 1): its host-mates send
@@ -643,12 +786,26 @@ fn build(
                 let q = (ho + nh - h - 1) % nh;
                 // The owner's own host (q = H − 1) with `whole_own`: each
                 // host-mate's contribution as one message.
-                let j = if whole_own && h == ho { 0 } else { j };
+                let relays = h == ho && a != ko;
+                let jm = if whole_own && h == ho { 0 } else { j };
                 for (k, &s) in members.iter().enumerate() {
-                    if k == ko {
+                    if k == root {
                         continue;
                     }
-                    let intra = q * g + 1 + (ko + g - k - 1) % g;
+                    if relays && k == a {
+                        // After the rail partial sums are in (rail steps
+                        // are numbered nh·g + q, q < nh − 1).
+                        transfers.push(Transfer {
+                            step: at(nh * g + nh - 1, j),
+                            chunk,
+                            src: s,
+                            dst: agg,
+                            channel: 0,
+                        });
+                        continue;
+                    }
+                    let j = jm;
+                    let intra = q * g + 1 + (root + g - k - 1) % g;
                     match (h == ho).then(|| away(k)).flatten() {
                         Some(h2) => transfers.push(Transfer {
                             step: 0,
@@ -700,7 +857,7 @@ fn build(
                         step,
                         chunk,
                         src: agg,
-                        dst: hosts[(ho + p) % nh][ko],
+                        dst: hosts[(ho + p) % nh][a],
                         channel: match (lane, j % lanes.max(1)) {
                             (0, 0) => 1,
                             (lane, 0) => 1 + spread + lane,
@@ -725,6 +882,9 @@ fn build(
     }
     if lanes > 1 {
         name += &format!("-c{}", spec.chunks());
+    }
+    if aggregators.is_some() {
+        name += "-bal";
     }
     Algorithm::reduce_scatter(name, spec, transfers)
 }
@@ -774,7 +934,7 @@ mod tests {
         for ((nh, g, c), whole) in cases.into_iter().flat_map(|x| [(x, false), (x, true)]) {
             let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..(h + 1) * g).collect()).collect();
             let one = hier_tree(Spec::reduce_scatter(nh * g, 1), &hs, 0, nh, 1);
-            let a = hier_tree_lanes(Spec::reduce_scatter(nh * g, c), &hs, nh, whole);
+            let a = hier_tree_lanes(Spec::reduce_scatter(nh * g, c), &hs, nh, whole, None);
             a.check()
                 .unwrap_or_else(|e| panic!("H={nh} g={g} C={c}: {e}"));
             assert_eq!(a.name, format!("hier-c{c}"));
@@ -810,6 +970,55 @@ mod tests {
                 let into_owner = dst == owner && host(src) == host(dst);
                 let want = if whole && into_owner { 1 } else { n };
                 assert_eq!(v.len(), want, "H={nh} g={g} C={c} {src}->{dst}");
+            }
+        }
+    }
+
+    /// Aggregated at other positions (`rail_balance`'s tables), rail
+    /// lanes stay valid in-trees that move what the owners' positions
+    /// move: the same number of transfers, every rail transfer between
+    /// GPUs of one position, and that position the table's.
+    #[test]
+    fn rail_lanes_aggregate_where_the_table_says() {
+        for (nh, g, c, radix) in [
+            (2usize, 4usize, 2usize, 2usize),
+            (4, 2, 3, 4),
+            (4, 3, 2, 2),
+            (3, 4, 4, 3),
+        ] {
+            let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..(h + 1) * g).collect()).collect();
+            let spec = Spec::reduce_scatter(nh * g, c);
+            let table: Vec<usize> = (0..g * c).map(|x| (x / c + x % c) % g).collect();
+            let own = hier_tree_lanes(spec, &hs, radix, true, None);
+            let a = hier_tree_lanes(spec, &hs, radix, true, Some(&table));
+            a.check()
+                .unwrap_or_else(|e| panic!("H={nh} g={g} C={c}: {e}"));
+            assert_eq!(a.name, format!("{}-bal", own.name));
+            assert_eq!(a.transfers.len(), own.transfers.len());
+            for t in a.transfers.iter().filter(|t| t.src / g != t.dst / g) {
+                let (ko, j) = ((t.chunk / c) % g, t.chunk % c);
+                assert_eq!(t.src % g, table[ko * c + j], "{t:?}");
+                assert_eq!(t.dst % g, t.src % g, "{t:?}");
+            }
+        }
+    }
+
+    /// Hosts whose rails are alike (a NIC per GPU) keep every chunk at
+    /// its owner's position.
+    #[test]
+    fn even_rails_need_no_balance() {
+        for kind in ["dgx-a100", "dgx-h100"] {
+            let t = generate(
+                kind,
+                &GenParams {
+                    hosts: Some(2),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let hs = hosts(&t).unwrap();
+            for c in [2, 3, 4, 8] {
+                assert_eq!(rail_balance(&t, &hs, c), None, "{kind} C={c}");
             }
         }
     }
