@@ -401,12 +401,13 @@ fn rail_routes_spread_over_the_nics() {
     assert!(bound / time > 0.95, "{} of the bound", bound / time);
 }
 
-/// The MI300X VM dump's GPUs reach its NICs through the CPUs, and NCCL's
-/// hand-out leaves two NICs to two GPUs each and two to none. Replicated
-/// to two hosts, `hier`'s rail lanes with each chunk aggregated at its
-/// owner's position load those two NICs with two positions' chunks;
-/// `rail_balance` moves chunks to the positions on lighter rails, and
-/// the balanced schedule verifies and runs faster at 1 GiB.
+/// The MI300X VM dump's GPUs reach its NICs through the CPUs, and the
+/// route rule's NIC hand-out leaves two NICs to two GPUs each and two to
+/// none. Replicated to two hosts, `hier`'s rail lanes with each chunk
+/// aggregated at its owner's position load those two NICs with two
+/// positions' chunks; `rail_balance` moves chunks to the positions on
+/// lighter rails, and the balanced schedule verifies and runs faster at
+/// 1 GiB (83.5 % of the bound against 71.6 %).
 #[test]
 fn rail_lanes_balance_shared_nics() {
     let f = Path::new("tests/data/real/rccl-xml/rccl_topo_8p_940vm_MI300X-gfx942_8GPU_VM.xml");
@@ -415,7 +416,7 @@ fn rail_lanes_balance_shared_nics() {
         .unwrap()
         .topology;
     let hosts = rscc::synth::hier::hosts(&t).unwrap();
-    let (nh, g, c) = (hosts.len(), hosts[0].len(), 3);
+    let (nh, g, c) = (hosts.len(), hosts[0].len(), 4);
     let table = rscc::synth::hier::rail_balance(&t, &hosts, c).expect("the rails are uneven");
     assert_eq!(table.len(), g * c);
     // Chunks per NIC: the owners' positions put 2c on two NICs; the

@@ -109,7 +109,7 @@ impl Synthesizer for Hier {
             // Eight for an allreduce only up to AR_LANES8_MAX_HOSTS hosts:
             // its halves gain nothing measured beyond (8 × DGX-H100,
             // 16 × DGX-A100) and a third more halves and pairs to score
-            // cost 8 × DGX-H100's allreduce 22 → 30 s.
+            // cost 8 × DGX-H100's allreduce 22 → 29–30 s (two builds).
             let eight = ctx.op != Collective::AllReduce || hs.len() <= AR_LANES8_MAX_HOSTS;
             let lanes: &[usize] = if eight { &[2, 3, 4, 8] } else { &[2, 3, 4] };
             // The owner's own host in one message per host-mate
