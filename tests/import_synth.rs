@@ -352,6 +352,15 @@ fn pipelined_classes_win_where_a_chunk_is_one_message() {
 }
 
 /// A dump and `auto`'s selection on it at `sizes` (default options).
+/// A dump imported and replicated to `hosts` hosts, joined
+/// rail-optimised (`rscc topo import F --hosts H`).
+fn replicated(path: &str, hosts: usize) -> rscc::ir::Topology {
+    let one = rscc::front::import::import_file(Path::new(path), &Default::default()).unwrap();
+    rscc::front::import::replicate(&one, hosts, path)
+        .unwrap()
+        .topology
+}
+
 fn auto_on(path: &str, sizes: &[u64]) -> (rscc::ir::Topology, rscc::compile::Selection) {
     let topo = rscc::front::load_topology(Path::new(path)).unwrap();
     let sel = rscc::compile::auto(
@@ -374,11 +383,10 @@ fn auto_on(path: &str, sizes: &[u64]) -> (rscc::ir::Topology, rscc::compile::Sel
 /// and `hier` reaches 95 % of the bound at 1 GiB there (39.9 % before).
 #[test]
 fn rail_routes_spread_over_the_nics() {
-    let f = Path::new("tests/data/real/nccl-xml/aliyun-SimAI_SimCCL_topo_8A100_4CX6.xml");
-    let one = rscc::front::import::import_file(f, &Default::default()).unwrap();
-    let t = rscc::front::import::replicate(&one, 2, &f.display().to_string())
-        .unwrap()
-        .topology;
+    let t = replicated(
+        "tests/data/real/nccl-xml/aliyun-SimAI_SimCCL_topo_8A100_4CX6.xml",
+        2,
+    );
     assert_eq!(t.num_ranks(), 16);
     let mut per_nic = std::collections::HashMap::new();
     for a in 0..8 {
@@ -410,14 +418,15 @@ fn rail_routes_spread_over_the_nics() {
 /// 1 GiB (83.5 % of the bound against 71.6 %).
 #[test]
 fn rail_lanes_balance_shared_nics() {
-    let f = Path::new("tests/data/real/rccl-xml/rccl_topo_8p_940vm_MI300X-gfx942_8GPU_VM.xml");
-    let one = rscc::front::import::import_file(f, &Default::default()).unwrap();
-    let t = rscc::front::import::replicate(&one, 2, &f.display().to_string())
-        .unwrap()
-        .topology;
+    let t = replicated(
+        "tests/data/real/rccl-xml/rccl_topo_8p_940vm_MI300X-gfx942_8GPU_VM.xml",
+        2,
+    );
     let hosts = rscc::synth::hier::hosts(&t).unwrap();
     let (nh, g, c) = (hosts.len(), hosts[0].len(), 4);
-    let table = rscc::synth::hier::rail_balance(&t, &hosts, c).expect("the rails are uneven");
+    let table = rscc::synth::hier::RailLoads::new(&t, &hosts)
+        .and_then(|l| l.balance(c))
+        .expect("the rails are uneven");
     assert_eq!(table.len(), g * c);
     // Chunks per NIC: the owners' positions put 2c on two NICs; the
     // balanced table spreads them.

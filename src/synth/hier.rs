@@ -115,11 +115,15 @@ impl Synthesizer for Hier {
             // The owner's own host in one message per host-mate
             // (`hier_tree_lanes`).
             let whole = !ctx.local_passes && ctx.op != Collective::AllReduce;
+            let loads = RailLoads::new(topo, &hs);
             for &chunks in lanes {
                 // Each lane count as it is and, where the positions' rail
                 // routes share links unevenly, with its chunks aggregated
                 // where the rails balance (`rail_balance`).
-                let balanced = rail_balance(topo, &hs, chunks).map(std::sync::Arc::new);
+                let balanced = loads
+                    .as_ref()
+                    .and_then(|l| l.balance(chunks))
+                    .map(std::sync::Arc::new);
                 for agg in [None].into_iter().chain(balanced.map(Some)) {
                     more.push(
                         radices
@@ -652,81 +656,115 @@ pub(super) fn positions(n: usize, hosts: &[Vec<usize>]) -> Vec<(usize, usize)> {
 /// least, its owner's own position on ties, then the next ones after it;
 /// offered only where the result is 2 % below the owners' own positions.
 pub fn rail_balance(topo: &Topology, hosts: &[Vec<usize>], chunks: usize) -> Option<Vec<usize>> {
-    let (nh, g) = (hosts.len(), hosts.first()?.len());
-    if nh < 2 || g < 2 || chunks == 0 || hosts.iter().any(|m| m.len() != g) {
-        return None;
-    }
-    let mut index: std::collections::HashMap<petgraph::graph::EdgeIndex, usize> =
-        Default::default();
-    let mut caps: Vec<f64> = Vec::new();
-    let mut links = |src: usize, dst: usize| -> Option<Vec<usize>> {
-        let r = topo.route(src, dst)?;
-        Some(
-            r.links
-                .iter()
-                .map(|&e| {
-                    *index.entry(e).or_insert_with(|| {
-                        caps.push(topo.graph[e].capacity_gbps());
-                        caps.len() - 1
-                    })
-                })
-                .collect(),
-        )
-    };
-    // Per position: the links its host-mates' routes to it cross, each
-    // once per route that crosses it, and those of its rail route.
-    let mut mates: Vec<Vec<usize>> = Vec::with_capacity(g);
-    let mut rails: Vec<Vec<usize>> = Vec::with_capacity(g);
-    for a in 0..g {
-        let mut m = Vec::new();
-        for k in (0..g).filter(|&k| k != a) {
-            m.extend(links(hosts[0][k], hosts[0][a])?);
+    RailLoads::new(topo, hosts)?.balance(chunks)
+}
+
+/// The links `rail_balance` scores, found once per machine: every lane
+/// count's table is filled over the same routes.
+pub struct RailLoads {
+    hosts: usize,
+    /// Capacity of each link the routes cross, GB/s.
+    caps: Vec<f64>,
+    /// Per position: the links of its host-mates' routes to it (each once
+    /// per route that crosses it) and those of its rail route.
+    mates: Vec<Vec<usize>>,
+    rails: Vec<Vec<usize>>,
+}
+
+impl RailLoads {
+    /// None where there is nothing to balance: one host, one GPU per
+    /// host, hosts of different sizes, or a route missing.
+    pub fn new(topo: &Topology, hosts: &[Vec<usize>]) -> Option<Self> {
+        let (nh, g) = (hosts.len(), hosts.first()?.len());
+        if nh < 2 || g < 2 || hosts.iter().any(|m| m.len() != g) {
+            return None;
         }
-        mates.push(m);
-        rails.push(links(hosts[0][a], hosts[1][a])?);
-    }
-    if caps.iter().any(|&c| c <= 0.0) {
-        return None;
-    }
-    let h1 = (nh - 1) as f64;
-    let mut base = vec![0.0; caps.len()];
-    for m in &mates {
-        for &l in m {
-            base[l] += chunks as f64;
+        let mut index: std::collections::HashMap<petgraph::graph::EdgeIndex, usize> =
+            Default::default();
+        let mut caps: Vec<f64> = Vec::new();
+        let mut mates: Vec<Vec<usize>> = vec![Vec::new(); g];
+        let mut rails: Vec<Vec<usize>> = Vec::with_capacity(g);
+        // One route tree per GPU of host 0: its routes to its host-mates
+        // and its rail route.
+        for k in 0..g {
+            let tree = topo.route_tree(hosts[0][k]);
+            let mut links = |dst: usize| -> Option<Vec<usize>> {
+                let r = topo.route_from_tree(hosts[0][k], dst, &tree)?;
+                Some(
+                    r.links
+                        .iter()
+                        .map(|&e| {
+                            *index.entry(e).or_insert_with(|| {
+                                caps.push(topo.graph[e].capacity_gbps());
+                                caps.len() - 1
+                            })
+                        })
+                        .collect(),
+                )
+            };
+            for a in (0..g).filter(|&a| a != k) {
+                mates[a].extend(links(hosts[0][a])?);
+            }
+            rails.push(links(hosts[1][k])?);
         }
+        if caps.iter().any(|&c| c <= 0.0) {
+            return None;
+        }
+        Some(RailLoads {
+            hosts: nh,
+            caps,
+            mates,
+            rails,
+        })
     }
-    let cost = |n: &[usize]| -> f64 {
-        let mut load = base.clone();
-        for a in 0..g {
-            for &l in mates[a].iter().chain(&rails[a]) {
-                load[l] += h1 * n[a] as f64;
+
+    /// The table for `chunks` chunks per shard, or None where the owners'
+    /// own positions are as good ([`rail_balance`]).
+    pub fn balance(&self, chunks: usize) -> Option<Vec<usize>> {
+        let g = self.mates.len();
+        if chunks == 0 {
+            return None;
+        }
+        let h1 = (self.hosts - 1) as f64;
+        let mut base = vec![0.0; self.caps.len()];
+        for m in &self.mates {
+            for &l in m {
+                base[l] += chunks as f64;
             }
         }
-        load.iter()
-            .zip(&caps)
-            .map(|(x, c)| x / c)
-            .fold(0.0, f64::max)
-    };
-    let own = cost(&vec![chunks; g]);
-    let mut n = vec![0; g];
-    let mut table = vec![0; g * chunks];
-    for j in 0..chunks {
-        for ko in 0..g {
-            let mut best: Option<(f64, usize)> = None;
-            for a in (0..g).map(|d| (ko + d) % g) {
-                n[a] += 1;
-                let x = cost(&n);
-                n[a] -= 1;
-                if best.is_none_or(|b| x < b.0) {
-                    best = Some((x, a));
+        let cost = |n: &[usize]| -> f64 {
+            let mut load = base.clone();
+            for ((m, r), &k) in self.mates.iter().zip(&self.rails).zip(n) {
+                for &l in m.iter().chain(r) {
+                    load[l] += h1 * k as f64;
                 }
             }
-            let a = best?.1;
-            n[a] += 1;
-            table[ko * chunks + j] = a;
+            load.iter()
+                .zip(&self.caps)
+                .map(|(x, c)| x / c)
+                .fold(0.0, f64::max)
+        };
+        let own = cost(&vec![chunks; g]);
+        let mut n = vec![0; g];
+        let mut table = vec![0; g * chunks];
+        for j in 0..chunks {
+            for ko in 0..g {
+                let mut best: Option<(f64, usize)> = None;
+                for a in (0..g).map(|d| (ko + d) % g) {
+                    n[a] += 1;
+                    let x = cost(&n);
+                    n[a] -= 1;
+                    if best.is_none_or(|b| x < b.0) {
+                        best = Some((x, a));
+                    }
+                }
+                let a = best?.1;
+                n[a] += 1;
+                table[ko * chunks + j] = a;
+            }
         }
+        (cost(&n) < 0.98 * own).then_some(table)
     }
-    (cost(&n) < 0.98 * own).then_some(table)
 }
 
 /// The rail phase's tree per shard, over relative host positions.
