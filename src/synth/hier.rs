@@ -107,9 +107,9 @@ impl Synthesizer for Hier {
         let mut more = vec![vec![star], pat, vec![blocks]];
         if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
             // Eight for an allreduce only up to AR_LANES8_MAX_HOSTS hosts:
-            // its halves gain nothing measured beyond (8 × DGX-H100,
-            // 16 × DGX-A100) and a third more halves and pairs to score
-            // cost 8 × DGX-H100's allreduce 22 → 29–30 s (two builds).
+            // beyond, its halves change no cell of 8 × DGX-H100 or 16 ×
+            // DGX-A100 and the halves and pairs they add to score take
+            // 8 × DGX-H100's allreduce from 16.3–16.8 to 22.5–25.1 s.
             let eight = ctx.op != Collective::AllReduce || hs.len() <= AR_LANES8_MAX_HOSTS;
             let lanes: &[usize] = if eight { &[2, 3, 4, 8] } else { &[2, 3, 4] };
             // The owner's own host in one message per host-mate
