@@ -7,6 +7,11 @@
 # every row and ratios within noise.
 #
 #   bench/compare.sh OLD_BIN NEW_BIN [OUT.json]     (RUNS=3 by default)
+#
+# HOSTS=H: the real dumps only, each replicated to H hosts first
+# (`rscc topo import F --hosts H`, NICs joined rail-optimised, with
+# NEW_BIN), as bench/imported.sh does; dumps that import refuses are left
+# out.
 set -euo pipefail
 old=${1:?old binary}
 new=${2:?new binary}
@@ -18,9 +23,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$(dirname "$out")"
 : > "$tmp/rows"
-inputs=(topologies/*.json)
+inputs=()
+[ -n "${HOSTS:-}" ] || inputs=(topologies/*.json)
 for f in "$dumps"/{nccl-xml,nvidia-smi-topo,rccl-xml,rocm-smi-topo}/*; do
-  [ -f "$f" ] && inputs+=("$f")
+  [ -f "$f" ] || continue
+  if [ -n "${HOSTS:-}" ]; then
+    r="$tmp/$(basename "$f")-x$HOSTS.json"
+    "$new" topo import "$f" --hosts "$HOSTS" -o "$r" >/dev/null 2>&1 && inputs+=("$r")
+  else
+    inputs+=("$f")
+  fi
 done
 # Wall seconds of one synth run into directory $3 (or "fail").
 one() {

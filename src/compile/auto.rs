@@ -1015,47 +1015,53 @@ fn score(
     // for every size after it.
     let prepared: Vec<std::sync::OnceLock<Result<sim::Prepared, sim::SimError>>> =
         (0..n).map(|_| std::sync::OnceLock::new()).collect();
-    type Runs = Vec<((usize, usize), Result<(f64, f64), CompileError>)>;
-    // Simulates (candidate, size) jobs on the available cores, largest
-    // programs first for balance: each one's time and link-load bound per
-    // byte of S.
-    let run = |mut jobs: Vec<(usize, usize)>| -> Runs {
+    type Run = Result<(f64, f64), CompileError>;
+    type Runs = Vec<((usize, usize), Run)>;
+    // Largest programs first, for balance on the cores.
+    let by_size = |jobs: &mut Vec<(usize, usize)>| {
         jobs.sort_by_key(|&(ci, si)| {
             (
                 std::cmp::Reverse(candidates[ci].program.num_steps()),
                 ci,
                 si,
             )
-        });
-        let results = crate::par::map(&jobs, |&(ci, si)| {
-            let c = &candidates[ci];
-            let r = prepared[ci]
-                .get_or_init(|| sim::prepare(&c.program, topo, simopts))
-                .as_ref()
-                .map_err(|e| CompileError::Internal(format!("simulating {}: {e}", c.algo.name())))
-                .and_then(|p| {
-                    p.run(sorted[si]).map_err(|e| {
-                        CompileError::Internal(format!("simulating {}: {e}", c.algo.name()))
-                    })
-                });
-            let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            if let Some(p) = progress {
-                p(
-                    k + 1,
-                    total,
-                    &format!("simulated {} at {} B", c.algo.name(), sorted[si]),
-                );
-            }
-            r.map(|r| {
-                let load = r
-                    .link_bytes
-                    .iter()
-                    .zip(&caps)
-                    .map(|(b, c)| b / c)
-                    .fold(0.0, f64::max);
-                (r.time_us, load / sorted[si].max(1) as f64)
-            })
-        });
+        })
+    };
+    // One (candidate, size) job: its time and link-load bound per byte of
+    // S.
+    let simulate_one = |ci: usize, si: usize| -> Run {
+        let c = &candidates[ci];
+        let r = prepared[ci]
+            .get_or_init(|| sim::prepare(&c.program, topo, simopts))
+            .as_ref()
+            .map_err(|e| CompileError::Internal(format!("simulating {}: {e}", c.algo.name())))
+            .and_then(|p| {
+                p.run(sorted[si]).map_err(|e| {
+                    CompileError::Internal(format!("simulating {}: {e}", c.algo.name()))
+                })
+            });
+        let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Some(p) = progress {
+            p(
+                k + 1,
+                total,
+                &format!("simulated {} at {} B", c.algo.name(), sorted[si]),
+            );
+        }
+        r.map(|r| {
+            let load = r
+                .link_bytes
+                .iter()
+                .zip(&caps)
+                .map(|(b, c)| b / c)
+                .fold(0.0, f64::max);
+            (r.time_us, load / sorted[si].max(1) as f64)
+        })
+    };
+    // Simulates jobs on the available cores.
+    let run = |mut jobs: Vec<(usize, usize)>| -> Runs {
+        by_size(&mut jobs);
+        let results = crate::par::map(&jobs, |&(ci, si)| simulate_one(ci, si));
         jobs.into_iter().zip(results).collect()
     };
     let mut times_us = vec![vec![f64::INFINITY; ns]; n];
@@ -1108,23 +1114,76 @@ fn score(
         let (first, rest): (Cells, Cells) = todo
             .into_iter()
             .partition(|&(ci, _)| Some(ci) == ring || before.contains(&ci));
-        record(run(first), &mut times_us, &mut exact, &mut load)?;
+        // The rest is pruned against the best of `first` and the cells
+        // already known. A core that would wait for the last of `first`
+        // meanwhile runs the rest in turn, each while its bound is not
+        // above the best of `first` so far; a result is kept only where
+        // the pruning keeps its job, so the scores are those of running
+        // `first`, then what is left, one after the other.
+        let known = (0..n)
+            .filter(|&x| exact[x][si])
+            .map(|x| times_us[x][si])
+            .fold(f64::INFINITY, f64::min);
+        let (mut first, mut rest) = (first, rest);
+        by_size(&mut first);
+        by_size(&mut rest);
+        // Per job, whether it is one of `first`, and its bound.
+        let jobs: Vec<((usize, usize), bool, Option<f64>)> = first
+            .iter()
+            .map(|&j| (j, true, None))
+            .chain(
+                rest.iter()
+                    .map(|&(ci, si)| ((ci, si), false, load[ci].map(|l| l * sorted[si] as f64))),
+            )
+            .collect();
+        // Positive times order as their bit patterns do.
+        let so_far = std::sync::atomic::AtomicU64::new(known.to_bits());
+        let results = crate::par::map(&jobs, |&((ci, si), is_first, bound)| {
+            let best = f64::from_bits(so_far.load(std::sync::atomic::Ordering::Relaxed));
+            if bound.is_some_and(|b| b > best * (1.0 + 1e-9)) {
+                return None;
+            }
+            let r = simulate_one(ci, si);
+            if let (true, Ok((t, _))) = (is_first, &r) {
+                so_far.fetch_min(t.to_bits(), std::sync::atomic::Ordering::Relaxed);
+            }
+            Some(r)
+        });
+        let (mut ahead, mut firsts) = (Vec::new(), Vec::new());
+        let mut bounds = Vec::new();
+        for ((job, is_first, bound), r) in jobs.into_iter().zip(results) {
+            match (is_first, r) {
+                (true, Some(r)) => firsts.push((job, r)),
+                (false, Some(r)) => ahead.push((job, r)),
+                _ => {}
+            }
+            if !is_first {
+                bounds.push(bound);
+            }
+        }
+        record(firsts, &mut times_us, &mut exact, &mut load)?;
         let best = (0..n)
             .filter(|&x| exact[x][si])
             .map(|x| times_us[x][si])
             .fold(f64::INFINITY, f64::min);
-        let mut left = Vec::new();
-        for (ci, si) in rest {
-            let bound = load[ci].map(|l| l * sorted[si] as f64);
+        let (mut kept, mut left) = (Vec::new(), Vec::new());
+        for ((ci, si), bound) in rest.into_iter().zip(bounds) {
+            let ran = ahead.iter().position(|&(j, _)| j == (ci, si));
             match bound.filter(|&b| b > best * (1.0 + 1e-9)) {
                 Some(b) => {
                     times_us[ci][si] = b;
                     pruned[ci][si] = true;
-                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if ran.is_none() {
+                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                 }
-                None => left.push((ci, si)),
+                None => match ran {
+                    Some(k) => kept.push(ahead.swap_remove(k)),
+                    None => left.push((ci, si)),
+                },
             }
         }
+        record(kept, &mut times_us, &mut exact, &mut load)?;
         record(run(left), &mut times_us, &mut exact, &mut load)?;
     }
     Ok(Scores { times_us, pruned })
