@@ -440,12 +440,14 @@ fn lanes_at_16_mib(kind: &str, h: usize, want: &str) -> Program {
 }
 
 /// Rail lanes (docs/algorithms.md "Hierarchical"): with C chunks per
-/// shard, each a step and a rail lane of its own, the NICs start after
-/// one chunk of intra-host traffic. On 2 × DGX-A100 at 16 MiB four lanes
-/// reach 0.9 of the bound.
+/// shard, each lane a step and a rail channel of its own, the NICs start
+/// after one chunk of intra-host traffic. On 2 × DGX-A100 at 16 MiB the
+/// graded lanes (chunks 0, 1, 2–3, 4–7: as early a start, fewer α rounds
+/// than eight equal lanes) reach 0.9 of the bound and beat four lanes
+/// (52.8 against 53.4 µs).
 #[test]
 fn rail_lanes_carry_16_mib_near_the_bound_on_two_hosts() {
-    lanes_at_16_mib("dgx-a100", 2, "hier-c4");
+    lanes_at_16_mib("dgx-a100", 2, "hier-c8-graded");
 }
 
 /// Rail lanes with the owner's own host in one message per host-mate

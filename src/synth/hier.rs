@@ -145,6 +145,23 @@ impl Synthesizer for Hier {
                     );
                 }
             }
+            // Eight chunks in lanes of doubling size (`hier_tree_graded`),
+            // for a reduce-scatter and an allgather (whose dual ends on
+            // the small lanes); an allreduce's pairs would simulate every
+            // pair of them at every size.
+            if ctx.op != Collective::AllReduce {
+                more.push(
+                    radices
+                        .iter()
+                        .map(|&f| {
+                            let hs = hs.clone();
+                            let spec = Spec::reduce_scatter(spec.ranks, 8);
+                            Box::new(move || hier_tree_graded(spec, &hs, f, whole))
+                                as super::Candidate
+                        })
+                        .collect(),
+                );
+            }
         }
         Ok(Offer {
             candidates,
@@ -346,7 +363,7 @@ pub fn hier_tree(
         abroad,
         Rail::Radix(radix),
         spread,
-        1,
+        Lanes::One,
         false,
         None,
     )
@@ -384,9 +401,34 @@ pub fn hier_tree_lanes(
         0,
         Rail::Radix(radix),
         1,
-        spec.chunks(),
+        Lanes::Each,
         whole_own,
         aggregators,
+    )
+}
+
+/// `hier_tree_lanes` with lanes of doubling size: chunk 0, chunk 1,
+/// chunks 2–3, 4–7, … (C = 8: four lanes), each lane's chunks one message
+/// per transfer. The first lane is as small as with C lanes, so the NICs
+/// start as early, and the later ones pay fewer α rounds on each
+/// host-mate connection: on two hosts, where a rail carries one shard's
+/// worth, that tail of small messages is what the C-lane form loses
+/// (docs/algorithms.md "Hierarchical", graded lanes).
+pub fn hier_tree_graded(
+    spec: Spec,
+    hosts: &[Vec<usize>],
+    radix: usize,
+    whole_own: bool,
+) -> Algorithm {
+    build(
+        spec,
+        hosts,
+        0,
+        Rail::Radix(radix),
+        1,
+        Lanes::Doubling,
+        whole_own,
+        None,
     )
 }
 
@@ -399,7 +441,7 @@ pub fn hier_tree_lanes(
 /// for `hier`'s radix trees, which clear the lowest digit instead
 /// (`--algo hier-halving`).
 pub fn hier_halving(spec: Spec, hosts: &[Vec<usize>]) -> Algorithm {
-    build(spec, hosts, 0, Rail::Halving, 1, 1, false, None)
+    build(spec, hosts, 0, Rail::Halving, 1, Lanes::One, false, None)
 }
 
 /// Most rail peers a rank of `hier_pat` may have (all on one channel:
@@ -776,6 +818,30 @@ enum Rail {
     Halving,
 }
 
+/// How a shard's chunks cross the rails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lanes {
+    /// All in one message per transfer.
+    One,
+    /// Chunk j on lane j.
+    Each,
+    /// Chunk 0 on lane 0, then lanes of doubling size: lane k ≥ 1 holds
+    /// chunks 2^(k−1) … 2^k − 1.
+    Doubling,
+}
+
+impl Lanes {
+    /// The lane of chunk j.
+    fn of(self, j: usize) -> usize {
+        match self {
+            Lanes::One => 0,
+            Lanes::Each => j,
+            Lanes::Doubling if j == 0 => 0,
+            Lanes::Doubling => j.ilog2() as usize + 1,
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn build(
     spec: Spec,
@@ -783,16 +849,16 @@ fn build(
     abroad: usize,
     rail: Rail,
     spread: usize,
-    lanes: usize,
+    lanes: Lanes,
     whole_own: bool,
     aggregators: Option<&[usize]>,
 ) -> Algorithm {
     let spread = spread.max(1);
-    // With rail lanes every chunk of a shard is a step of its own (chunk j
-    // after chunk j − 1 of the same transfer), and chunk j crosses the
-    // rail on lane j mod `lanes`.
-    let c = if lanes > 1 { spec.chunks() } else { 1 };
-    let at = |step: usize, j: usize| if lanes > 1 { step * c + j } else { step };
+    // With rail lanes each lane of a shard is a step of its own (lane k
+    // after lane k − 1 of the same transfer), and crosses the rail on a
+    // logical channel of its own.
+    let c = lanes.of(spec.chunks() - 1) + 1;
+    let at = |step: usize, j: usize| step * c + lanes.of(j);
     let nh = hosts.len();
     let g = hosts[0].len();
     let abroad = abroad.min(g - 1);
@@ -896,7 +962,7 @@ fn build(
                         chunk,
                         src: agg,
                         dst: hosts[(ho + p) % nh][a],
-                        channel: match (lane, j % lanes.max(1)) {
+                        channel: match (lane, lanes.of(j)) {
                             (0, 0) => 1,
                             (lane, 0) => 1 + spread + lane,
                             (_, rail_lane) => 2 * spread + rail_lane,
@@ -918,8 +984,10 @@ fn build(
     if spread > 1 {
         name += &format!("-s{spread}");
     }
-    if lanes > 1 {
-        name += &format!("-c{}", spec.chunks());
+    match lanes {
+        Lanes::One => {}
+        Lanes::Each => name += &format!("-c{}", spec.chunks()),
+        Lanes::Doubling => name += &format!("-c{}-graded", spec.chunks()),
     }
     if aggregators.is_some() {
         name += "-bal";
@@ -1008,6 +1076,55 @@ mod tests {
                 let into_owner = dst == owner && host(src) == host(dst);
                 let want = if whole && into_owner { 1 } else { n };
                 assert_eq!(v.len(), want, "H={nh} g={g} C={c} {src}->{dst}");
+            }
+        }
+    }
+
+    /// Graded lanes: a valid in-tree per chunk, the same transfers as
+    /// eight lanes, but four lanes of 1, 1, 2 and 4 chunks — each crossing
+    /// the rail on a channel of its own and moving at one step per pair,
+    /// so a lane's chunks are one message.
+    #[test]
+    fn graded_lanes_double_and_move_as_one_message() {
+        for (nh, g) in [(2usize, 4usize), (4, 2), (3, 3)] {
+            for whole in [false, true] {
+                let hs: Vec<Vec<usize>> = (0..nh).map(|h| (h * g..(h + 1) * g).collect()).collect();
+                let spec = Spec::reduce_scatter(nh * g, 8);
+                let even = hier_tree_lanes(spec, &hs, nh, whole, None);
+                let a = hier_tree_graded(spec, &hs, nh, whole);
+                a.check().unwrap_or_else(|e| panic!("H={nh} g={g}: {e}"));
+                assert_eq!(a.name, "hier-c8-graded");
+                assert_eq!(a.transfers.len(), even.transfers.len());
+                let host = |r: usize| r / g;
+                let lane = |j: usize| [0, 1, 2, 2, 3, 3, 3, 3][j];
+                let mut channels = std::collections::BTreeMap::new();
+                let mut steps = std::collections::BTreeMap::new();
+                for t in &a.transfers {
+                    let (owner, j) = (t.chunk / 8, t.chunk % 8);
+                    if host(t.src) != host(t.dst) {
+                        channels
+                            .entry(lane(j))
+                            .or_insert_with(std::collections::BTreeSet::new)
+                            .insert(t.channel);
+                    }
+                    let into_owner = t.dst == owner && host(t.src) == host(t.dst);
+                    let l = if whole && into_owner { 0 } else { lane(j) };
+                    steps
+                        .entry((t.src, t.dst, owner, l))
+                        .or_insert_with(std::collections::BTreeSet::new)
+                        .insert(t.step);
+                }
+                assert_eq!(channels.len(), 4);
+                assert!(channels.values().all(|c| c.len() == 1), "{channels:?}");
+                let distinct: std::collections::BTreeSet<_> = channels.values().flatten().collect();
+                assert_eq!(distinct.len(), 4);
+                assert!(steps.values().all(|s| s.len() == 1), "H={nh} g={g}");
+                // Lanes of one pair in order: lane k before lane k + 1.
+                for ((src, dst, owner, l), s) in &steps {
+                    if let Some(next) = steps.get(&(*src, *dst, *owner, l + 1)) {
+                        assert!(s.first() < next.first());
+                    }
+                }
             }
         }
     }
