@@ -951,6 +951,7 @@ fn score(
     known: Option<&Selection>,
     searched: Option<&SearchScores>,
 ) -> Result<Scores, CompileError> {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
     // Per candidate, the known candidate with the same schedule.
     let same: Vec<Option<usize>> = match known {
         Some(k) => {
@@ -1010,7 +1011,7 @@ fn score(
         .map(|l| l.capacity_gbps() * 1e3)
         .collect();
     let total = n * ns;
-    let done = std::sync::atomic::AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
     // Each candidate prepared for the simulator once, on its first run,
     // for every size after it.
     let prepared: Vec<std::sync::OnceLock<Result<sim::Prepared, sim::SimError>>> =
@@ -1040,7 +1041,7 @@ fn score(
                     CompileError::Internal(format!("simulating {}: {e}", c.algo.name()))
                 })
             });
-        let k = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let k = done.fetch_add(1, Ordering::Relaxed);
         if let Some(p) = progress {
             p(
                 k + 1,
@@ -1111,74 +1112,56 @@ fn score(
         });
         before.truncate(2);
         type Cells = Vec<(usize, usize)>;
-        let (first, rest): (Cells, Cells) = todo
+        let (mut first, mut rest): (Cells, Cells) = todo
             .into_iter()
             .partition(|&(ci, _)| Some(ci) == ring || before.contains(&ci));
         // The rest is pruned against the best of `first` and the cells
         // already known. A core that would wait for the last of `first`
         // meanwhile runs the rest in turn, each while its bound is not
-        // above the best of `first` so far; a result is kept only where
-        // the pruning keeps its job, so the scores are those of running
-        // `first`, then what is left, one after the other.
-        let known = (0..n)
-            .filter(|&x| exact[x][si])
-            .map(|x| times_us[x][si])
-            .fold(f64::INFINITY, f64::min);
-        let (mut first, mut rest) = (first, rest);
+        // above the best of `first` so far (the best at the end is no
+        // larger, so a job skipped then is pruned then); a result is kept
+        // only where the pruning keeps its job, so the scores are those of
+        // running `first`, then what is left, one after the other.
         by_size(&mut first);
         by_size(&mut rest);
-        // Per job, whether it is one of `first`, and its bound.
-        let jobs: Vec<((usize, usize), bool, Option<f64>)> = first
+        let bounds: Vec<Option<f64>> = rest
             .iter()
-            .map(|&j| (j, true, None))
-            .chain(
-                rest.iter()
-                    .map(|&(ci, si)| ((ci, si), false, load[ci].map(|l| l * sorted[si] as f64))),
-            )
+            .map(|&(ci, si)| load[ci].map(|l| l * sorted[si] as f64))
             .collect();
+        let nf = first.len();
+        let jobs: Vec<(usize, (usize, usize))> =
+            first.iter().chain(&rest).copied().enumerate().collect();
         // Positive times order as their bit patterns do.
-        let so_far = std::sync::atomic::AtomicU64::new(known.to_bits());
-        let results = crate::par::map(&jobs, |&((ci, si), is_first, bound)| {
-            let best = f64::from_bits(so_far.load(std::sync::atomic::Ordering::Relaxed));
+        let so_far = AtomicU64::new(best_exact(&times_us, &exact, si).to_bits());
+        let mut results = crate::par::map(&jobs, |&(k, (ci, si))| {
+            let best = f64::from_bits(so_far.load(Ordering::Relaxed));
+            let bound = k.checked_sub(nf).and_then(|r| bounds[r]);
             if bound.is_some_and(|b| b > best * (1.0 + 1e-9)) {
                 return None;
             }
             let r = simulate_one(ci, si);
-            if let (true, Ok((t, _))) = (is_first, &r) {
-                so_far.fetch_min(t.to_bits(), std::sync::atomic::Ordering::Relaxed);
+            if let (true, Ok((t, _))) = (k < nf, &r) {
+                so_far.fetch_min(t.to_bits(), Ordering::Relaxed);
             }
             Some(r)
         });
-        let (mut ahead, mut firsts) = (Vec::new(), Vec::new());
-        let mut bounds = Vec::new();
-        for ((job, is_first, bound), r) in jobs.into_iter().zip(results) {
-            match (is_first, r) {
-                (true, Some(r)) => firsts.push((job, r)),
-                (false, Some(r)) => ahead.push((job, r)),
-                _ => {}
-            }
-            if !is_first {
-                bounds.push(bound);
-            }
-        }
+        let ahead = results.split_off(nf);
+        let firsts = first.into_iter().zip(results);
+        let firsts = firsts.filter_map(|(j, r)| r.map(|r| (j, r))).collect();
         record(firsts, &mut times_us, &mut exact, &mut load)?;
-        let best = (0..n)
-            .filter(|&x| exact[x][si])
-            .map(|x| times_us[x][si])
-            .fold(f64::INFINITY, f64::min);
+        let best = best_exact(&times_us, &exact, si);
         let (mut kept, mut left) = (Vec::new(), Vec::new());
-        for ((ci, si), bound) in rest.into_iter().zip(bounds) {
-            let ran = ahead.iter().position(|&(j, _)| j == (ci, si));
+        for (((ci, si), bound), ran) in rest.into_iter().zip(bounds).zip(ahead) {
             match bound.filter(|&b| b > best * (1.0 + 1e-9)) {
                 Some(b) => {
                     times_us[ci][si] = b;
                     pruned[ci][si] = true;
                     if ran.is_none() {
-                        done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        done.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 None => match ran {
-                    Some(k) => kept.push(ahead.swap_remove(k)),
+                    Some(r) => kept.push(((ci, si), r)),
                     None => left.push((ci, si)),
                 },
             }
@@ -1187,6 +1170,16 @@ fn score(
         record(run(left), &mut times_us, &mut exact, &mut load)?;
     }
     Ok(Scores { times_us, pruned })
+}
+
+/// The least simulated time at size `si` so far (∞ where there is none).
+fn best_exact(times_us: &[Vec<f64>], exact: &[Vec<bool>], si: usize) -> f64 {
+    times_us
+        .iter()
+        .zip(exact)
+        .filter(|(_, e)| e[si])
+        .map(|(t, _)| t[si])
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// The best candidate per size and the bands they form.
