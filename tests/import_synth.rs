@@ -351,7 +351,6 @@ fn pipelined_classes_win_where_a_chunk_is_one_message() {
     );
 }
 
-/// A dump and `auto`'s selection on it at `sizes` (default options).
 /// A dump imported and replicated to `hosts` hosts, joined
 /// rail-optimised (`rscc topo import F --hosts H`).
 fn replicated(path: &str, hosts: usize) -> rscc::ir::Topology {
@@ -361,6 +360,7 @@ fn replicated(path: &str, hosts: usize) -> rscc::ir::Topology {
         .topology
 }
 
+/// A dump and `auto`'s selection on it at `sizes` (default options).
 fn auto_on(path: &str, sizes: &[u64]) -> (rscc::ir::Topology, rscc::compile::Selection) {
     let topo = rscc::front::load_topology(Path::new(path)).unwrap();
     let sel = rscc::compile::auto(
@@ -413,7 +413,7 @@ fn rail_routes_spread_over_the_nics() {
 /// route rule's NIC hand-out leaves two NICs to two GPUs each and two to
 /// none. Replicated to two hosts, `hier`'s rail lanes with each chunk
 /// aggregated at its owner's position load those two NICs with two
-/// positions' chunks; `rail_balance` moves chunks to the positions on
+/// positions' chunks; `RailLoads::balance` moves chunks to the positions on
 /// lighter rails, and the balanced schedule verifies and runs faster at
 /// 1 GiB (83.5 % of the bound against 71.6 %).
 #[test]
@@ -468,12 +468,15 @@ fn rail_lanes_balance_shared_nics() {
     let plain = time(rscc::synth::hier::hier_tree_lanes(
         spec, &hosts, nh, true, None,
     ));
-    let even = time(rscc::synth::hier::hier_tree_lanes(
+    let balanced_us = time(rscc::synth::hier::hier_tree_lanes(
         spec,
         &hosts,
         nh,
         true,
         Some(&table),
     ));
-    assert!(even < 0.9 * plain, "{even} µs balanced against {plain}");
+    assert!(
+        balanced_us < 0.9 * plain,
+        "{balanced_us} µs balanced against {plain}"
+    );
 }

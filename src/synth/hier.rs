@@ -119,7 +119,7 @@ impl Synthesizer for Hier {
             for &chunks in lanes {
                 // Each lane count as it is and, where the positions' rail
                 // routes share links unevenly, with its chunks aggregated
-                // where the rails balance (`rail_balance`).
+                // where the rails balance (`RailLoads`).
                 let balanced = loads
                     .as_ref()
                     .and_then(|l| l.balance(chunks))
@@ -387,7 +387,7 @@ pub fn hier_tree(
 ///
 /// `aggregators[ko · C + j]`, where given, is the position whose GPUs
 /// aggregate chunk j of the shard of the owner at position `ko` and send
-/// it across their rail, instead of position `ko` ([`rail_balance`]).
+/// it across their rail, instead of position `ko` ([`RailLoads`]).
 pub fn hier_tree_lanes(
     spec: Spec,
     hosts: &[Vec<usize>],
@@ -671,9 +671,9 @@ pub(super) fn positions(n: usize, hosts: &[Vec<usize>]) -> Vec<(usize, usize)> {
 }
 
 /// Where `hier_tree_lanes` aggregates each chunk so that the links carry
-/// balanced loads: `table[ko · C + j]` is the position whose GPUs take
-/// chunk j of every shard owned at position `ko` (C = `chunks`), or None
-/// where the owner's own position (every position C chunks) is as good.
+/// balanced loads ([`RailLoads::balance`]: `table[ko · C + j]` is the
+/// position whose GPUs take chunk j of every shard owned at position
+/// `ko`, C chunks per shard).
 ///
 /// Position k's rail traffic crosses the links of its rail route (host
 /// 0's GPU k to host 1's GPU k; the hosts are alike): its GPU's path to
@@ -697,11 +697,8 @@ pub(super) fn positions(n: usize, hosts: &[Vec<usize>]) -> Vec<(usize, usize)> {
 /// next chunk of any), each to the position that raises that maximum
 /// least, its owner's own position on ties, then the next ones after it;
 /// offered only where the result is 2 % below the owners' own positions.
-pub fn rail_balance(topo: &Topology, hosts: &[Vec<usize>], chunks: usize) -> Option<Vec<usize>> {
-    RailLoads::new(topo, hosts)?.balance(chunks)
-}
-
-/// The links `rail_balance` scores, found once per machine: every lane
+///
+/// The links are found once per machine ([`RailLoads::new`]): every lane
 /// count's table is filled over the same routes.
 pub struct RailLoads {
     hosts: usize,
@@ -761,7 +758,7 @@ impl RailLoads {
     }
 
     /// The table for `chunks` chunks per shard, or None where the owners'
-    /// own positions are as good ([`rail_balance`]).
+    /// own positions are as good.
     pub fn balance(&self, chunks: usize) -> Option<Vec<usize>> {
         let g = self.mates.len();
         if chunks == 0 {
@@ -1129,7 +1126,7 @@ mod tests {
         }
     }
 
-    /// Aggregated at other positions (`rail_balance`'s tables), rail
+    /// Aggregated at other positions (`RailLoads`' tables), rail
     /// lanes stay valid in-trees that move what the owners' positions
     /// move: the same number of transfers, every rail transfer between
     /// GPUs of one position, and that position the table's.
@@ -1173,7 +1170,8 @@ mod tests {
             .unwrap();
             let hs = hosts(&t).unwrap();
             for c in [2, 3, 4, 8] {
-                assert_eq!(rail_balance(&t, &hs, c), None, "{kind} C={c}");
+                let table = RailLoads::new(&t, &hs).and_then(|l| l.balance(c));
+                assert_eq!(table, None, "{kind} C={c}");
             }
         }
     }
