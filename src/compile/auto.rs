@@ -4,7 +4,9 @@
 //! than the ring at any scored size.
 
 use super::target::MadeHalves as Halves;
-use super::{compile_offer, small, CompileError, CompileOptions, Compiled, SearchScores, Target};
+use super::{
+    compile_offer, small_shaped, CompileError, CompileOptions, Compiled, SearchScores, Target,
+};
 use crate::ir::{Algorithm, Collective, Program, Topology};
 use crate::sim::{self, SimOptions};
 use crate::synth::{Algo, Offer, REGISTRY};
@@ -375,10 +377,15 @@ fn candidates(
             .map(|g| (g, false))
             .chain(bands.into_iter().map(|g| (g, true)));
         for (group, band_only) in groups {
-            match small(&t, a, group, opts) {
-                Ok(c) => found.extend(c.map(|c| Compiled { band_only, ..c })),
-                Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
-                Err(e) => return Err(e),
+            // An allgather's group also with the owner's lanes in turn,
+            // where it has them (`Target::shaped_with_lanes`).
+            let (plain, lanes) = t.shaped_with_lanes(a, group);
+            for shaped in std::iter::once(plain).chain(lanes) {
+                match small_shaped(&t, a, shaped, opts) {
+                    Ok(c) => found.extend(c.map(|c| Compiled { band_only, ..c })),
+                    Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
+                    Err(e) => return Err(e),
+                }
             }
         }
         // Every allreduce also fused: one chunk up and down its shallowest

@@ -296,10 +296,20 @@ fn small(
     cands: Vec<Candidate>,
     opts: &CompileOptions,
 ) -> Result<Option<Compiled>, CompileError> {
-    if cands.is_empty() {
+    small_shaped(t, algo, t.shaped(algo, cands), opts)
+}
+
+/// [`small`] of candidates already made into the target's op.
+fn small_shaped(
+    t: &Target,
+    algo: Algo,
+    shaped: Vec<Candidate>,
+    opts: &CompileOptions,
+) -> Result<Option<Compiled>, CompileError> {
+    if shaped.is_empty() {
         return Ok(None);
     }
-    fit::first_fit(t.topo, algo, t.shaped(algo, cands), opts, true).map(Some)
+    fit::first_fit(t.topo, algo, shaped, opts, true).map(Some)
 }
 
 /// An offer's candidates (or its search's) compiled.

@@ -148,6 +148,53 @@ impl<'t> Target<'t> {
         self.shaped_as(algo, cands, true)
     }
 
+    /// [`Target::shaped`], and for an allgather whose first candidate's
+    /// dual has owner lanes (`Algorithm::owner_lanes_in_turn`) the same
+    /// fallback list again with them in turn: a form with fewer
+    /// threadblocks, whose first fit may be an earlier candidate of the
+    /// list (16 × DGX-A100's allgather: `hier`'s graded lanes over a star
+    /// of all 16 hosts in turn, where on channels of their own they fit
+    /// only with radix 2).
+    pub fn shaped_with_lanes(
+        &self,
+        algo: Algo,
+        cands: Vec<Candidate>,
+    ) -> (Vec<Candidate>, Option<Vec<Candidate>>) {
+        if self.op != Collective::AllGather || cands.is_empty() {
+            return (self.shaped(algo, cands), None);
+        }
+        type Dual = LazyCell<Algorithm, Box<dyn FnOnce() -> Algorithm>>;
+        let duals: Vec<Rc<Dual>> = cands
+            .into_iter()
+            .map(|c| {
+                Rc::new(LazyCell::new(
+                    Box::new(move || c().allgather_dual()) as Box<dyn FnOnce() -> Algorithm>
+                ))
+            })
+            .collect();
+        let plain = duals
+            .iter()
+            .map(|d| -> Candidate {
+                let d = d.clone();
+                Box::new(move || (*d).clone())
+            })
+            .collect();
+        let lanes = duals[0].owner_lanes_in_turn().is_some().then(|| {
+            duals
+                .iter()
+                .map(|d| -> Candidate {
+                    let d = d.clone();
+                    Box::new(move || {
+                        let mut a = d.owner_lanes_in_turn().unwrap_or_else(|| (*d).clone());
+                        a.name += "-lanes";
+                        a
+                    })
+                })
+                .collect()
+        });
+        (plain, lanes)
+    }
+
     /// [`Target::shaped`]; with `pair` false, an allreduce's halves are not
     /// among those `auto` pairs ([`Target::made_halves`]): a candidate
     /// built for some sizes only (`Searched::below`) is scored as its own

@@ -173,6 +173,64 @@ impl Algorithm {
         }
     }
 
+    /// This broadcast with the owner's lanes in turn: where the owner sends
+    /// to one rank at several steps, one channel per step (rail lanes: each
+    /// chunk its own step and channel), those sends all go on the first
+    /// step's channel, so its threadblock sends them in step order. None
+    /// where no (owner, receiver) pair has such lanes.
+    ///
+    /// In a reduce-scatter the lanes' sends wait for their own reductions,
+    /// which end one after another, so each lane takes the link as the one
+    /// before it leaves it, and the next stage pipelines behind. In its
+    /// dual ([`Algorithm::allgather_dual`]) those sends are the owner's:
+    /// nothing holds them back, on channels of their own they start
+    /// together, share the link fairly and end together, and every lane's
+    /// forwarding then waits for the last. In turn, each lane pays its
+    /// route's α after the one before (one threadblock), so `auto` scores
+    /// both forms (2 × DGX-H100's allgather at 16 MiB, `hier-c2`: the rail
+    /// lanes end together at 25.6 µs and the host-mates have their last
+    /// chunk at 43.3 µs; in turn at 15.1 and 30.2 µs, and 39.0 µs). Where
+    /// the owner's sends to one rank share a step they stay as they are
+    /// (`pack`'s split form gives each chunk a channel of its own on
+    /// purpose: equal connections on a link end together).
+    pub fn owner_lanes_in_turn(&self) -> Option<Algorithm> {
+        use std::collections::btree_map::{BTreeMap, Entry};
+        let spec = &self.spec;
+        let owners = || self.bcast.iter().filter(|t| t.src == spec.owner(t.chunk));
+        // Per (owner, receiver): step → its one channel, or None where
+        // the step has several.
+        let mut lanes: BTreeMap<(usize, usize), BTreeMap<usize, Option<usize>>> = BTreeMap::new();
+        for t in owners() {
+            match lanes.entry((t.src, t.dst)).or_default().entry(t.step) {
+                Entry::Vacant(e) => {
+                    e.insert(Some(t.channel));
+                }
+                Entry::Occupied(mut e) => {
+                    if *e.get() != Some(t.channel) {
+                        e.insert(None);
+                    }
+                }
+            }
+        }
+        let first: BTreeMap<(usize, usize), usize> = lanes
+            .into_iter()
+            .filter(|(_, steps)| steps.len() > 1 && steps.values().all(Option::is_some))
+            .filter_map(|(pair, steps)| steps.into_values().next().flatten().map(|c| (pair, c)))
+            .collect();
+        if !owners().any(|t| first.get(&(t.src, t.dst)).is_some_and(|&c| c != t.channel)) {
+            return None;
+        }
+        let mut a = self.clone();
+        for t in a.bcast.iter_mut() {
+            if t.src == spec.owner(t.chunk) {
+                if let Some(&c) = first.get(&(t.src, t.dst)) {
+                    t.channel = c;
+                }
+            }
+        }
+        Some(a)
+    }
+
     /// An allgather over this reduce-scatter's own connections, where
     /// every in-tree is a chain through all ranks on one channel, p₀ → p₁
     /// → … → owner, and the owner also sends to p₀ on that channel (for
@@ -746,6 +804,64 @@ mod tests {
         let ar = Algorithm::allreduce(&rs, &ag);
         ar.check().unwrap();
         assert_eq!(ar.num_steps(), 4);
+    }
+
+    /// Two ranks, two chunks per shard: the peer's two chunks reach the
+    /// owner at `steps`, on `channels`.
+    fn two_lanes(steps: [usize; 2], channels: [usize; 2]) -> Algorithm {
+        let spec = Spec::reduce_scatter(2, 2);
+        let mut t = Vec::new();
+        for owner in 0..2 {
+            for j in 0..2 {
+                t.push(Transfer {
+                    step: steps[j],
+                    chunk: owner * 2 + j,
+                    src: 1 - owner,
+                    dst: owner,
+                    channel: channels[j],
+                });
+            }
+        }
+        Algorithm::reduce_scatter("lanes", spec, t)
+    }
+
+    #[test]
+    fn the_owners_lanes_leave_in_turn_on_one_channel() {
+        // Lanes: chunk j at step j on channel 2j. Mirrored, chunk 1 leaves
+        // the owner first, and both go on its channel (2).
+        let ag = two_lanes([0, 1], [0, 2]).allgather_dual();
+        // The dual itself mirrors: chunk 1 first, on its own channel.
+        let mut got: Vec<_> = ag
+            .bcast
+            .iter()
+            .map(|t| (t.chunk, t.step, t.channel))
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![(0, 1, 0), (1, 0, 2), (2, 1, 0), (3, 0, 2)]);
+        let ag = ag.owner_lanes_in_turn().expect("lanes");
+        ag.check().unwrap();
+        let mut got: Vec<_> = ag
+            .bcast
+            .iter()
+            .map(|t| (t.chunk, t.step, t.channel))
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![(0, 1, 2), (1, 0, 2), (2, 1, 2), (3, 0, 2)]);
+        assert_eq!(ag.owner_lanes_in_turn(), None, "already in turn");
+        // One step, a channel per chunk (`pack`'s split form): no lanes.
+        assert_eq!(
+            two_lanes([0, 0], [0, 2])
+                .allgather_dual()
+                .owner_lanes_in_turn(),
+            None
+        );
+        // One channel already: nothing to move.
+        assert_eq!(
+            two_lanes([0, 1], [1, 1])
+                .allgather_dual()
+                .owner_lanes_in_turn(),
+            None
+        );
     }
 
     #[test]
