@@ -348,6 +348,9 @@ fn candidates(
             continue;
         }
         let mut found = Vec::new();
+        // Per candidate found from here: whether it has the owner's lanes
+        // in turn (`Target::shaped_with_lanes`).
+        let mut lanes_in_turn: Vec<bool> = Vec::new();
         let offer = match syn.offer(&ctx) {
             Ok(o) => o,
             // The ring is the baseline: it must serve every request.
@@ -368,6 +371,7 @@ fn candidates(
             Ok(y) => {
                 found.push(y.main);
                 found.extend(y.extras);
+                lanes_in_turn.resize(found.len(), false);
             }
             Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
             Err(e) => return Err(e),
@@ -380,9 +384,14 @@ fn candidates(
             // An allgather's group also with the owner's lanes in turn,
             // where it has them (`Target::shaped_with_lanes`).
             let (plain, lanes) = t.shaped_with_lanes(a, group);
-            for shaped in std::iter::once(plain).chain(lanes) {
+            for (shaped, in_turn) in std::iter::once((plain, false)).chain(lanes.map(|l| (l, true)))
+            {
                 match small_shaped(&t, a, shaped, opts) {
-                    Ok(c) => found.extend(c.map(|c| Compiled { band_only, ..c })),
+                    Ok(Some(c)) => {
+                        lanes_in_turn.push(in_turn);
+                        found.push(Compiled { band_only, ..c });
+                    }
+                    Ok(None) => {}
                     Err(e) if e.is_request() => skipped.push(format!("small-message {e}")),
                     Err(e) => return Err(e),
                 }
@@ -406,6 +415,7 @@ fn candidates(
             .collect();
         found.extend(fused);
         let forms = found.len();
+        lanes_in_turn.resize(forms, false);
         // The allreduce of `pack`'s joint packing: both halves' trees
         // packed on the links together, where the composed candidates pack
         // each half alone (`pack::allreduce_candidates`).
@@ -510,10 +520,15 @@ fn candidates(
                     lower,
                     ..opts.clone()
                 };
+                // Not the forms with the owner's lanes in turn: their
+                // broadcast runs won no cell of `bench/ops-compare.sh`'s
+                // 378 either way, and cost an allgather's synthesis.
                 let more: Vec<Compiled> = found[..forms]
                     .iter()
                     .zip(&forms_of)
-                    .filter(|(_, &f)| differs(f))
+                    .zip(&lanes_in_turn)
+                    .filter(|&((_, &f), &in_turn)| differs(f) && !in_turn)
+                    .map(|(x, _)| x)
                     .filter_map(|(c, _)| {
                         let mut a = c.algorithm.clone();
                         a.name = format!("{}-{suffix}", a.name);
