@@ -10,9 +10,10 @@
 # Run it with two binaries side by side to compare (docs/benchmarks.md
 # "Imported machines"). HOSTS=H replicates each dump to H hosts first
 # (`rscc topo import F --hosts H`; dumps the importer cannot replicate,
-# such as one without NICs, get no row). The JSON also holds each size's
-# time, for comparing binaries whose bounds differ (a route rule that
-# routes more links changes the cut bound).
+# such as one without NICs, get no row). OP=allgather|allreduce
+# synthesizes that op instead of the reduce-scatter. The JSON also holds
+# each size's time, for comparing binaries whose bounds differ (a route
+# rule that routes more links changes the cut bound).
 set -euo pipefail
 bin=${1:-target/release/rscc}
 out=${2:-bench/results/imported.json}
@@ -31,7 +32,7 @@ for f in "$dumps"/{nccl-xml,nvidia-smi-topo,rccl-xml,rocm-smi-topo}/*; do
     topo=$tmp/topo.json
     "$bin" topo import "$f" --hosts "$HOSTS" -o "$topo" > /dev/null 2>&1 || continue
   fi
-  row=$(timeout 300 "$bin" synth --topo "$topo" -o "$tmp/dir/" 2>&1 |
+  row=$(timeout 300 "$bin" synth --topo "$topo" --op "${OP:-reduce-scatter}" -o "$tmp/dir/" 2>&1 |
         awk '$1 ~ /^[0-9]+$/ && NF >= 5 {printf "%s:%s:%s ", $1, $4, $2}') || true
   echo "$(basename "$f") $row" >> "$tmp/rows"
 done
