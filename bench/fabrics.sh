@@ -4,7 +4,8 @@
 # binary given (default target/release/rscc), side by side. Prints the
 # distribution of the `bound%` column at 1 MiB, 16 MiB and 1 GiB per
 # binary, the worst fabrics, and writes JSON. The last binary generates
-# the fabrics (older ones may not have `random`).
+# the fabrics (older ones may not have `random`). OP=allgather|allreduce
+# synthesizes that op instead of the reduce-scatter.
 #
 #   COUNT=200 bench/fabrics.sh [OUT.json] [RSCC_BIN ...]
 #
@@ -26,7 +27,7 @@ for ((k = 0; k < count; k++)); do
   for b in "${bins[@]}"; do
     rm -rf "$tmp/dir"
     start=$(date +%s.%N)
-    row=$(timeout 300 "$b" synth --topo "$tmp/t.json" -o "$tmp/dir/" 2>&1 |
+    row=$(timeout 300 "$b" synth --topo "$tmp/t.json" --op "${OP:-reduce-scatter}" -o "$tmp/dir/" 2>&1 |
           awk '$1 ~ /^[0-9]+$/ && NF >= 5 {printf "%s:%s ", $1, $4}') || true
     secs=$(echo "$(date +%s.%N) - $start" | bc)
     echo "$k $shape $ranks $b $secs $row" >> "$tmp/rows"
