@@ -381,11 +381,11 @@ fn candidates(
             .map(|g| (g, false))
             .chain(bands.into_iter().map(|g| (g, true)));
         for (group, band_only) in groups {
-            // An allgather's group also with the owner's lanes in turn,
-            // where it has them (`Target::shaped_with_lanes`).
-            let (plain, lanes) = t.shaped_with_lanes(a, group);
-            for (shaped, in_turn) in std::iter::once((plain, false)).chain(lanes.map(|l| (l, true)))
-            {
+            // An allgather's group also with the owner's lanes in turn on
+            // one and on two channels, where it has them
+            // (`Target::shaped_with_lanes`; the first list is the plain one).
+            for (i, shaped) in t.shaped_with_lanes(a, group).into_iter().enumerate() {
+                let in_turn = i > 0;
                 match small_shaped(&t, a, shaped, opts) {
                     Ok(Some(c)) => {
                         lanes_in_turn.push(in_turn);

@@ -40,6 +40,12 @@ pub struct Target<'t> {
     scores: Arc<Mutex<SearchScores>>,
 }
 
+/// The channels an allgather's owner lanes are offered in turn on
+/// ([`Target::shaped_with_lanes`]): one (each lane pays its route's α after
+/// the one before: wins at 256 MiB and 1 GiB), two (one lane's α passes
+/// while the other channel's moves: wins at 16 MiB).
+pub const LANE_WAYS: [usize; 2] = [1, 2];
+
 /// Programs a search scored, by [`Program::schedule_digest`] and size:
 /// the simulated time and per-rank end times (with the runtime's
 /// simulator options, on this target's machine).
@@ -150,18 +156,14 @@ impl<'t> Target<'t> {
 
     /// [`Target::shaped`], and for an allgather whose first candidate's
     /// dual has owner lanes (`Algorithm::owner_lanes_in_turn`) the same
-    /// fallback list again with them in turn: a form with fewer
-    /// threadblocks, whose first fit may be an earlier candidate of the
-    /// list (16 × DGX-A100's allgather: `hier`'s graded lanes over a star
-    /// of all 16 hosts in turn, where on channels of their own they fit
-    /// only with radix 2).
-    pub fn shaped_with_lanes(
-        &self,
-        algo: Algo,
-        cands: Vec<Candidate>,
-    ) -> (Vec<Candidate>, Option<Vec<Candidate>>) {
+    /// fallback list again with them in turn on one channel and on two
+    /// (`LANE_WAYS`): forms with fewer threadblocks, whose first fit may
+    /// be an earlier candidate of the list (16 × DGX-A100's allgather:
+    /// `hier`'s graded lanes over a star of all 16 hosts in turn, where on
+    /// channels of their own they fit only with radix 2).
+    pub fn shaped_with_lanes(&self, algo: Algo, cands: Vec<Candidate>) -> Vec<Vec<Candidate>> {
         if self.op != Collective::AllGather || cands.is_empty() {
-            return (self.shaped(algo, cands), None);
+            return vec![self.shaped(algo, cands)];
         }
         type Dual = LazyCell<Algorithm, Box<dyn FnOnce() -> Algorithm>>;
         let duals: Vec<Rc<Dual>> = cands
@@ -172,27 +174,32 @@ impl<'t> Target<'t> {
                 ))
             })
             .collect();
-        let plain = duals
+        let mut lists: Vec<Vec<Candidate>> = vec![duals
             .iter()
             .map(|d| -> Candidate {
                 let d = d.clone();
                 Box::new(move || (*d).clone())
             })
-            .collect();
-        let lanes = duals[0].owner_lanes_in_turn().is_some().then(|| {
-            duals
-                .iter()
-                .map(|d| -> Candidate {
-                    let d = d.clone();
-                    Box::new(move || {
-                        let mut a = d.owner_lanes_in_turn().unwrap_or_else(|| (*d).clone());
-                        a.name += "-lanes";
-                        a
+            .collect()];
+        for ways in LANE_WAYS {
+            if duals[0].owner_lanes_in_turn(ways).is_none() {
+                continue;
+            }
+            lists.push(
+                duals
+                    .iter()
+                    .map(|d| -> Candidate {
+                        let d = d.clone();
+                        Box::new(move || {
+                            let mut a = d.owner_lanes_in_turn(ways).unwrap_or_else(|| (*d).clone());
+                            a.name += &format!("-lanes{ways}");
+                            a
+                        })
                     })
-                })
-                .collect()
-        });
-        (plain, lanes)
+                    .collect(),
+            );
+        }
+        lists
     }
 
     /// [`Target::shaped`]; with `pair` false, an allreduce's halves are not

@@ -173,11 +173,12 @@ impl Algorithm {
         }
     }
 
-    /// This broadcast with the owner's lanes in turn: where the owner sends
-    /// to one rank at several steps, one channel per step (rail lanes: each
-    /// chunk its own step and channel), those sends all go on the first
-    /// step's channel, so its threadblock sends them in step order. None
-    /// where no (owner, receiver) pair has such lanes.
+    /// This broadcast with the owner's lanes in turn on `ways` channels:
+    /// where the owner sends to one rank at several steps, one channel per
+    /// step (rail lanes: each chunk its own step and channel), the i-th of
+    /// those steps moves onto the channel of the (i mod `ways`)-th, so
+    /// each of `ways` threadblocks sends its lanes in step order. None
+    /// where no (owner, receiver) pair has more than `ways` such lanes.
     ///
     /// In a reduce-scatter the lanes' sends wait for their own reductions,
     /// which end one after another, so each lane takes the link as the one
@@ -185,17 +186,20 @@ impl Algorithm {
     /// dual ([`Algorithm::allgather_dual`]) those sends are the owner's:
     /// nothing holds them back, on channels of their own they start
     /// together, share the link fairly and end together, and every lane's
-    /// forwarding then waits for the last. In turn, each lane pays its
-    /// route's α after the one before (one threadblock), so `auto` scores
-    /// both forms (2 × DGX-H100's allgather at 16 MiB, `hier-c2`: the rail
-    /// lanes end together at 25.6 µs and the host-mates have their last
-    /// chunk at 43.3 µs; in turn at 15.1 and 30.2 µs, and 39.0 µs). Where
-    /// the owner's sends to one rank share a step they stay as they are
-    /// (`pack`'s split form gives each chunk a channel of its own on
-    /// purpose: equal connections on a link end together).
-    pub fn owner_lanes_in_turn(&self) -> Option<Algorithm> {
+    /// forwarding then waits for the last. On one channel each lane pays
+    /// its route's α after the one before; on two, each lane's α passes
+    /// while the other channel's lane moves, and two lanes share the link
+    /// at a time. `auto` scores the dual and both (2 × DGX-H100's allgather
+    /// at 16 MiB, `hier-c2`: side by side the rail lanes end together at
+    /// 25.6 µs and the host-mates have their last chunk at 43.3 µs; on one
+    /// channel the lanes end at 15.1 and 30.2 µs, and the last chunk lands
+    /// at 39.0 µs). Where the owner's sends to one rank share a step they
+    /// stay as they are (`pack`'s split form gives each chunk a channel of
+    /// its own on purpose: equal connections on a link end together).
+    pub fn owner_lanes_in_turn(&self, ways: usize) -> Option<Algorithm> {
         use std::collections::btree_map::{BTreeMap, Entry};
         let spec = &self.spec;
+        let ways = ways.max(1);
         let owners = || self.bcast.iter().filter(|t| t.src == spec.owner(t.chunk));
         // Per (owner, receiver): step → its one channel, or None where
         // the step has several.
@@ -212,18 +216,30 @@ impl Algorithm {
                 }
             }
         }
-        let first: BTreeMap<(usize, usize), usize> = lanes
-            .into_iter()
-            .filter(|(_, steps)| steps.len() > 1 && steps.values().all(Option::is_some))
-            .filter_map(|(pair, steps)| steps.into_values().next().flatten().map(|c| (pair, c)))
-            .collect();
-        if !owners().any(|t| first.get(&(t.src, t.dst)).is_some_and(|&c| c != t.channel)) {
+        // (owner, receiver, step) → the channel its lane moves to.
+        let mut moved: BTreeMap<(usize, usize, usize), usize> = BTreeMap::new();
+        for ((src, dst), steps) in lanes {
+            let Some(chans) = steps.values().copied().collect::<Option<Vec<usize>>>() else {
+                continue;
+            };
+            if chans.len() <= ways {
+                continue;
+            }
+            for (i, &step) in steps.keys().enumerate() {
+                moved.insert((src, dst, step), chans[i % ways]);
+            }
+        }
+        if !owners().any(|t| {
+            moved
+                .get(&(t.src, t.dst, t.step))
+                .is_some_and(|&c| c != t.channel)
+        }) {
             return None;
         }
         let mut a = self.clone();
         for t in a.bcast.iter_mut() {
             if t.src == spec.owner(t.chunk) {
-                if let Some(&c) = first.get(&(t.src, t.dst)) {
+                if let Some(&c) = moved.get(&(t.src, t.dst, t.step)) {
                     t.channel = c;
                 }
             }
@@ -806,16 +822,17 @@ mod tests {
         assert_eq!(ar.num_steps(), 4);
     }
 
-    /// Two ranks, two chunks per shard: the peer's two chunks reach the
-    /// owner at `steps`, on `channels`.
-    fn two_lanes(steps: [usize; 2], channels: [usize; 2]) -> Algorithm {
-        let spec = Spec::reduce_scatter(2, 2);
+    /// Two ranks, one chunk per lane: the peer's chunk j reaches the owner
+    /// at `steps[j]`, on `channels[j]`.
+    fn lanes(steps: &[usize], channels: &[usize]) -> Algorithm {
+        let k = steps.len();
+        let spec = Spec::reduce_scatter(2, k);
         let mut t = Vec::new();
         for owner in 0..2 {
-            for j in 0..2 {
+            for j in 0..k {
                 t.push(Transfer {
                     step: steps[j],
-                    chunk: owner * 2 + j,
+                    chunk: owner * k + j,
                     src: 1 - owner,
                     dst: owner,
                     channel: channels[j],
@@ -825,41 +842,54 @@ mod tests {
         Algorithm::reduce_scatter("lanes", spec, t)
     }
 
+    /// (chunk, step, channel) of every broadcast transfer, sorted.
+    fn bcast_of(a: &Algorithm) -> Vec<(usize, usize, usize)> {
+        let mut v: Vec<_> = a
+            .bcast
+            .iter()
+            .map(|t| (t.chunk, t.step, t.channel))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     #[test]
-    fn the_owners_lanes_leave_in_turn_on_one_channel() {
+    fn the_owners_lanes_leave_in_turn() {
         // Lanes: chunk j at step j on channel 2j. Mirrored, chunk 1 leaves
-        // the owner first, and both go on its channel (2).
-        let ag = two_lanes([0, 1], [0, 2]).allgather_dual();
-        // The dual itself mirrors: chunk 1 first, on its own channel.
-        let mut got: Vec<_> = ag
-            .bcast
-            .iter()
-            .map(|t| (t.chunk, t.step, t.channel))
-            .collect();
-        got.sort_unstable();
-        assert_eq!(got, vec![(0, 1, 0), (1, 0, 2), (2, 1, 0), (3, 0, 2)]);
-        let ag = ag.owner_lanes_in_turn().expect("lanes");
-        ag.check().unwrap();
-        let mut got: Vec<_> = ag
-            .bcast
-            .iter()
-            .map(|t| (t.chunk, t.step, t.channel))
-            .collect();
-        got.sort_unstable();
-        assert_eq!(got, vec![(0, 1, 2), (1, 0, 2), (2, 1, 2), (3, 0, 2)]);
-        assert_eq!(ag.owner_lanes_in_turn(), None, "already in turn");
+        // the owner first, on its own channel.
+        let ag = lanes(&[0, 1], &[0, 2]).allgather_dual();
+        assert_eq!(
+            bcast_of(&ag),
+            vec![(0, 1, 0), (1, 0, 2), (2, 1, 0), (3, 0, 2)]
+        );
+        // On one way both go on the first step's channel (2).
+        let one = ag.owner_lanes_in_turn(1).expect("lanes");
+        one.check().unwrap();
+        assert_eq!(
+            bcast_of(&one),
+            vec![(0, 1, 2), (1, 0, 2), (2, 1, 2), (3, 0, 2)]
+        );
+        assert_eq!(one.owner_lanes_in_turn(1), None, "already in turn");
+        // Two lanes on two ways: as they are.
+        assert_eq!(ag.owner_lanes_in_turn(2), None);
+        // Three lanes on two ways: steps 0 and 2 on step 0's channel.
+        let three = lanes(&[0, 1, 2], &[0, 2, 4]).allgather_dual();
+        let two = three.owner_lanes_in_turn(2).expect("lanes");
+        two.check().unwrap();
+        let owner0: Vec<_> = bcast_of(&two).into_iter().filter(|x| x.0 < 3).collect();
+        assert_eq!(owner0, vec![(0, 2, 4), (1, 1, 2), (2, 0, 4)]);
         // One step, a channel per chunk (`pack`'s split form): no lanes.
         assert_eq!(
-            two_lanes([0, 0], [0, 2])
+            lanes(&[0, 0], &[0, 2])
                 .allgather_dual()
-                .owner_lanes_in_turn(),
+                .owner_lanes_in_turn(1),
             None
         );
         // One channel already: nothing to move.
         assert_eq!(
-            two_lanes([0, 1], [1, 1])
+            lanes(&[0, 1], &[1, 1])
                 .allgather_dual()
-                .owner_lanes_in_turn(),
+                .owner_lanes_in_turn(1),
             None
         );
     }
