@@ -182,7 +182,7 @@ impl<'t> Target<'t> {
             })
             .collect()];
         for ways in LANE_WAYS {
-            if duals[0].owner_lanes_in_turn(ways).is_none() {
+            if !duals[0].has_owner_lanes(ways) {
                 continue;
             }
             lists.push(

@@ -197,6 +197,32 @@ impl Algorithm {
     /// stay as they are (`pack`'s split form gives each chunk a channel of
     /// its own on purpose: equal connections on a link end together).
     pub fn owner_lanes_in_turn(&self, ways: usize) -> Option<Algorithm> {
+        let moved = self.owner_lane_channels(ways)?;
+        let spec = &self.spec;
+        let mut a = self.clone();
+        for t in a.bcast.iter_mut() {
+            if t.src == spec.owner(t.chunk) {
+                if let Some(&c) = moved.get(&(t.src, t.dst, t.step)) {
+                    t.channel = c;
+                }
+            }
+        }
+        Some(a)
+    }
+
+    /// Whether [`Algorithm::owner_lanes_in_turn`] on `ways` channels
+    /// changes anything, without building it.
+    pub fn has_owner_lanes(&self, ways: usize) -> bool {
+        self.owner_lane_channels(ways).is_some()
+    }
+
+    /// (owner, receiver, step) → the channel the owner's lane at that step
+    /// moves to, for [`Algorithm::owner_lanes_in_turn`]; None where no
+    /// send would change channel.
+    fn owner_lane_channels(
+        &self,
+        ways: usize,
+    ) -> Option<std::collections::BTreeMap<(usize, usize, usize), usize>> {
         use std::collections::btree_map::{BTreeMap, Entry};
         let spec = &self.spec;
         let ways = ways.max(1);
@@ -229,22 +255,13 @@ impl Algorithm {
                 moved.insert((src, dst, step), chans[i % ways]);
             }
         }
-        if !owners().any(|t| {
-            moved
-                .get(&(t.src, t.dst, t.step))
-                .is_some_and(|&c| c != t.channel)
-        }) {
-            return None;
-        }
-        let mut a = self.clone();
-        for t in a.bcast.iter_mut() {
-            if t.src == spec.owner(t.chunk) {
-                if let Some(&c) = moved.get(&(t.src, t.dst, t.step)) {
-                    t.channel = c;
-                }
-            }
-        }
-        Some(a)
+        owners()
+            .any(|t| {
+                moved
+                    .get(&(t.src, t.dst, t.step))
+                    .is_some_and(|&c| c != t.channel)
+            })
+            .then_some(moved)
     }
 
     /// An allgather over this reduce-scatter's own connections, where
@@ -870,6 +887,7 @@ mod tests {
             vec![(0, 1, 2), (1, 0, 2), (2, 1, 2), (3, 0, 2)]
         );
         assert_eq!(one.owner_lanes_in_turn(1), None, "already in turn");
+        assert!(ag.has_owner_lanes(1) && !one.has_owner_lanes(1) && !ag.has_owner_lanes(2));
         // Two lanes on two ways: as they are.
         assert_eq!(ag.owner_lanes_in_turn(2), None);
         // Three lanes on two ways: steps 0 and 2 on step 0's channel.
