@@ -148,16 +148,10 @@ impl Synthesizer for Hier {
             // Eight chunks in lanes of doubling size (`hier_tree_graded`),
             // for a reduce-scatter and an allgather (whose dual ends on
             // the small lanes); an allreduce's pairs would simulate every
-            // pair of them at every size. An allgather also with 16 and 32
-            // chunks: its host forwards the last lane after the NICs are
-            // done, and the more chunks, the smaller that lane (4 ×
-            // DGX-A100 at 1 GiB, lanes of 1 … 16 MiB chunks: 95.0 →
-            // 96.2 % of the bound); a reduce-scatter's first lane only
-            // delays the NICs' start, which eight chunks already make short.
+            // pair of them at every size.
             let graded: &[usize] = match ctx.op {
                 Collective::AllReduce => &[],
-                Collective::AllGather => &[8, 16, 32],
-                Collective::ReduceScatter => &[8],
+                _ => &[8],
             };
             for &chunks in graded {
                 more.push(
@@ -171,11 +165,19 @@ impl Synthesizer for Hier {
                         })
                         .collect(),
                 );
-                // An allgather's also paced (`hier_tree_paced`): the host
-                // forwards each lane while the next one arrives, where
-                // the doubling lanes leave it a growing backlog (4 ×
-                // DGX-A100 at 1 GiB: 96.2 → 98.7 % of the bound).
-                if ctx.op == Collective::AllGather {
+            }
+            // An allgather's paced lanes (`hier_tree_paced`) of 8, 16 and
+            // 32 chunks: its host forwards each lane while the next one
+            // arrives, where the doubling lanes leave it a growing
+            // backlog, and the more chunks, the smaller the last lane it
+            // forwards after the NICs are done (4 × DGX-A100 at 1 GiB:
+            // 96.2 → 98.7 % of the bound). Doubling lanes of 16 and 32
+            // chunks beside them win no cell by more than 0.34 points and
+            // cost a tenth of the allgather's synthesis; a reduce-scatter's
+            // first lane only delays the NICs' start, which eight chunks
+            // already make short.
+            if ctx.op == Collective::AllGather {
+                for chunks in [8, 16, 32] {
                     more.push(
                         radices
                             .iter()
