@@ -145,26 +145,24 @@ impl Synthesizer for Hier {
                     );
                 }
             }
-            // Eight chunks in lanes of doubling size (`hier_tree_graded`),
-            // for a reduce-scatter and an allgather (whose dual ends on
-            // the small lanes); an allreduce's pairs would simulate every
-            // pair of them at every size.
-            let graded: &[usize] = match ctx.op {
-                Collective::AllReduce => &[],
-                _ => &[8],
-            };
-            for &chunks in graded {
-                more.push(
+            // `make`'s schedule of `chunks` chunks per shard, per rail radix.
+            let per_radix =
+                |chunks: usize, make: fn(Spec, &[Vec<usize>], usize, bool) -> Algorithm| {
                     radices
                         .iter()
                         .map(|&f| {
                             let hs = hs.clone();
                             let spec = Spec::reduce_scatter(spec.ranks, chunks);
-                            Box::new(move || hier_tree_graded(spec, &hs, f, whole))
-                                as super::Candidate
+                            Box::new(move || make(spec, &hs, f, whole)) as super::Candidate
                         })
-                        .collect(),
-                );
+                        .collect::<Vec<_>>()
+                };
+            // Eight chunks in lanes of doubling size (`hier_tree_graded`),
+            // for a reduce-scatter and an allgather (whose dual ends on
+            // the small lanes); an allreduce's pairs would simulate every
+            // pair of them at every size.
+            if ctx.op != Collective::AllReduce {
+                more.push(per_radix(8, hier_tree_graded));
             }
             // An allgather's paced lanes (`hier_tree_paced`) of 8, 16 and
             // 32 chunks: its host forwards each lane while the next one
@@ -178,17 +176,7 @@ impl Synthesizer for Hier {
             // already make short.
             if ctx.op == Collective::AllGather {
                 for chunks in [8, 16, 32] {
-                    more.push(
-                        radices
-                            .iter()
-                            .map(|&f| {
-                                let hs = hs.clone();
-                                let spec = Spec::reduce_scatter(spec.ranks, chunks);
-                                Box::new(move || hier_tree_paced(spec, &hs, f, whole))
-                                    as super::Candidate
-                            })
-                            .collect(),
-                    );
+                    more.push(per_radix(chunks, hier_tree_paced));
                 }
             }
         }
