@@ -407,25 +407,7 @@ fn allgather_relays_in_turn_serve_medium_sizes() {
 /// its op.
 #[test]
 fn allgather_lanes_leave_the_owner_in_turn() {
-    let topo = rscc::front::load_topology(Path::new("topologies/dgx-h100x2.json")).unwrap();
-    let o = CompileOptions {
-        op: Collective::AllGather,
-        ..CompileOptions::default()
-    };
-    let mut sel = rscc::compile::auto(&topo, &o, &[16 << 20], &Default::default(), None).unwrap();
-    sel.complete(&topo).unwrap();
-    let lanes = |c: usize| sel.candidates[c].algorithm.name.contains("-lanes");
-    let w = sel.winners[0];
-    assert!(lanes(w), "16 MiB: {}", sel.candidates[w].algorithm.name);
-    let without = (0..sel.candidates.len())
-        .filter(|&c| !lanes(c))
-        .map(|c| sel.times_us[c][0])
-        .fold(f64::INFINITY, f64::min);
-    let t = sel.times_us[w][0];
-    assert!(
-        t * 1.1 <= without,
-        "16 MiB: lanes in turn {t:.2} µs against {without:.2} µs without"
-    );
+    let (sel, w) = allgather_form_wins("dgx-h100x2", 16 << 20, "-lanes", 1.1);
     computes_its_op(&sel.candidates[w].program, &[4096, 1 << 20]);
 }
 
@@ -439,32 +421,53 @@ fn allgather_lanes_leave_the_owner_in_turn() {
 /// the file computes its op.
 #[test]
 fn allgather_paced_lanes_keep_the_host_forwarding() {
-    let topo = rscc::front::load_topology(Path::new("topologies/dgx-a100x4.json")).unwrap();
-    let o = CompileOptions {
-        op: Collective::AllGather,
-        ..CompileOptions::default()
-    };
     let s = 1u64 << 30;
-    let mut sel = rscc::compile::auto(&topo, &o, &[s], &Default::default(), None).unwrap();
-    sel.complete(&topo).unwrap();
-    let paced = |c: usize| sel.candidates[c].algorithm.name.contains("-paced");
-    let w = sel.winners[0];
-    assert!(paced(w), "1 GiB: {}", sel.candidates[w].algorithm.name);
-    let without = (0..sel.candidates.len())
-        .filter(|&c| !paced(c))
-        .map(|c| sel.times_us[c][0])
-        .fold(f64::INFINITY, f64::min);
-    let t = sel.times_us[w][0];
-    assert!(
-        t * 1.02 <= without,
-        "1 GiB: paced {t:.1} µs against {without:.1} µs without"
-    );
+    let (sel, w) = allgather_form_wins("dgx-a100x4", s, "-paced", 1.02);
+    let topo = rscc::front::load_topology(Path::new("topologies/dgx-a100x4.json")).unwrap();
     let bound = rscc::bound::time_bound_us(
         &rscc::bound::bandwidth_bound(&topo, Collective::AllGather).unwrap(),
         s,
     );
+    let t = sel.times_us[w][0];
     assert!(t <= bound / 0.97, "{t} µs against the bound {bound}");
     computes_its_op(&sel.candidates[w].program, &[1 << 20]);
+}
+
+/// `auto`'s allgather on the shipped topology `name` at `size`, every
+/// candidate simulated: its winner is a form whose name has `form`, and
+/// at least `gain` × faster than every candidate without it. Returns the
+/// selection and the winner.
+fn allgather_form_wins(
+    name: &str,
+    size: u64,
+    form: &str,
+    gain: f64,
+) -> (rscc::compile::Selection, usize) {
+    let path = format!("topologies/{name}.json");
+    let topo = rscc::front::load_topology(Path::new(&path)).unwrap();
+    let o = CompileOptions {
+        op: Collective::AllGather,
+        ..CompileOptions::default()
+    };
+    let mut sel = rscc::compile::auto(&topo, &o, &[size], &Default::default(), None).unwrap();
+    sel.complete(&topo).unwrap();
+    let has = |c: usize| sel.candidates[c].algorithm.name.contains(form);
+    let w = sel.winners[0];
+    assert!(
+        has(w),
+        "{name} at {size} B: {}",
+        sel.candidates[w].algorithm.name
+    );
+    let without = (0..sel.candidates.len())
+        .filter(|&c| !has(c))
+        .map(|c| sel.times_us[c][0])
+        .fold(f64::INFINITY, f64::min);
+    let t = sel.times_us[w][0];
+    assert!(
+        t * gain <= without,
+        "{name} at {size} B: {form} {t:.2} µs against {without:.2} µs without"
+    );
+    (sel, w)
 }
 
 /// An allreduce whose broadcast, on channels of its own, exceeds the
