@@ -267,11 +267,23 @@ struct Engine<'a> {
     route_flows: Vec<Vec<usize>>,
     route_stamp: Vec<u64>,
     route_rate: Vec<f64>,
+    /// Per route: the rate every one of its flows has, and whether a flow
+    /// joined it since (one at rate 0 until its first recompute).
+    route_applied: Vec<f64>,
+    route_joined: Vec<bool>,
     rem_cap: Vec<f64>,
     unfixed: Vec<usize>,
+    /// Per link of the component being filled: its place in `comp_links`,
+    /// and per place the link's fair share (∞ once its flows are fixed).
+    open_at: Vec<usize>,
+    open_share: Vec<f64>,
+    /// Links whose share a round of the filling changed, each once
+    /// (`touch_round`: the round that last listed it).
+    touched: Vec<usize>,
+    touch_round: Vec<u64>,
+    round: u64,
     /// Reused buffers of `recompute` (links, flows, search stack).
     comp_links: Vec<usize>,
-    open_links: Vec<usize>,
     comp_routes: Vec<usize>,
     stack: Vec<usize>,
     trace: Option<Trace>,
@@ -675,10 +687,16 @@ impl Prepared {
             route_flows: vec![Vec::new(); self.routes.len()],
             route_stamp: vec![0; self.routes.len()],
             route_rate: vec![0.0; self.routes.len()],
+            route_applied: vec![0.0; self.routes.len()],
+            route_joined: vec![false; self.routes.len()],
             rem_cap: vec![0.0; nl],
             unfixed: vec![0; nl],
+            open_at: vec![0; nl],
+            open_share: Vec::new(),
+            touched: Vec::new(),
+            touch_round: vec![0; nl],
+            round: 0,
             comp_links: Vec::new(),
-            open_links: Vec::new(),
             comp_routes: Vec::new(),
             stack: Vec::new(),
             trace: opts.trace.then(Trace::default),
@@ -822,6 +840,43 @@ fn drop_dominated(conns: &mut [Conn], links: &[LinkState]) {
     for c in conns.iter_mut() {
         c.links.retain(|&l| !dominated[l]);
     }
+}
+
+/// A link's fair share of what is left of its capacity among its
+/// unfixed flows; ∞ where none is left.
+#[inline]
+fn share_of(rem_cap: f64, unfixed: usize) -> f64 {
+    if unfixed == 0 {
+        f64::INFINITY
+    } else {
+        rem_cap.max(0.0) / unfixed as f64
+    }
+}
+
+/// The first least value below ∞ and its place, as a scan in order with
+/// `<` finds it: four running minima side by side (the scan's one chain
+/// of compares is its latency), then the first place that holds theirs.
+#[inline]
+fn least(xs: &[f64]) -> Option<(f64, usize)> {
+    let mut m = [f64::INFINITY; 4];
+    let mut quads = xs.chunks_exact(4);
+    for q in &mut quads {
+        for j in 0..4 {
+            if q[j] < m[j] {
+                m[j] = q[j];
+            }
+        }
+    }
+    let mut least = m[0].min(m[1]).min(m[2].min(m[3]));
+    for &x in quads.remainder() {
+        if x < least {
+            least = x;
+        }
+    }
+    if least == f64::INFINITY {
+        return None;
+    }
+    xs.iter().position(|&x| x == least).map(|i| (xs[i], i))
 }
 
 impl Engine<'_> {
@@ -1099,6 +1154,7 @@ impl Engine<'_> {
             }
         }
         self.route_flows[r].push(f);
+        self.route_joined[r] = true;
         for &l in links {
             self.links[l].nflows += 1;
         }
@@ -1217,27 +1273,23 @@ impl Engine<'_> {
         }
         // Routes get stamp st+1 once fixed.
         let fixed = st + 1;
-        // The links with flows left to fix, in `comp_links`' order: each
-        // scan drops those whose flows are all fixed (the bottleneck is
-        // the first least share, as over every link).
-        let mut open = std::mem::take(&mut self.open_links);
-        open.clear();
-        open.extend_from_slice(&comp_links);
+        // Per link, in `comp_links`' order, its fair share, kept as the
+        // filling changes it (∞ once its flows are all fixed): the
+        // bottleneck is the first least share.
+        let mut open_share = std::mem::take(&mut self.open_share);
+        open_share.clear();
+        for (i, &l) in comp_links.iter().enumerate() {
+            self.open_at[l] = i;
+            open_share.push(share_of(self.rem_cap[l], self.unfixed[l]));
+        }
         while left > 0 {
-            let mut best: Option<(f64, usize)> = None;
-            let unfixed = &self.unfixed;
-            let rem_cap = &self.rem_cap;
-            open.retain(|&l| {
-                if unfixed[l] == 0 {
-                    return false;
-                }
-                let share = rem_cap[l].max(0.0) / unfixed[l] as f64;
-                if best.is_none_or(|(b, _)| share < b) {
-                    best = Some((share, l));
-                }
-                true
-            });
-            let Some((share, bl)) = best else { break };
+            let Some((share, at)) = least(&open_share) else {
+                break;
+            };
+            let bl = comp_links[at];
+            self.round += 1;
+            let round = self.round;
+            self.touched.clear();
             for i in 0..self.links[bl].routes.len() {
                 let r = self.links[bl].routes[i];
                 if self.route_stamp[r] == fixed {
@@ -1250,17 +1302,32 @@ impl Engine<'_> {
                 for &l2 in &self.routes[r] {
                     // One subtraction per flow, as each flow takes its
                     // share: the same value in any order, bit for bit.
+                    let mut rem = self.rem_cap[l2];
                     for _ in 0..k {
-                        self.rem_cap[l2] -= share;
+                        rem -= share;
                     }
+                    self.rem_cap[l2] = rem;
                     self.unfixed[l2] -= k;
+                    if self.touch_round[l2] != round {
+                        self.touch_round[l2] = round;
+                        self.touched.push(l2);
+                    }
                 }
+            }
+            for &l in &self.touched {
+                open_share[self.open_at[l]] = share_of(self.rem_cap[l], self.unfixed[l]);
             }
         }
         self.stamp += 1;
         let now = self.now;
         for &r in &comp_routes {
             let nr = self.route_rate[r];
+            // Every flow of the route already runs at its rate.
+            if !self.route_joined[r] && self.route_applied[r] == nr {
+                continue;
+            }
+            self.route_joined[r] = false;
+            self.route_applied[r] = nr;
             for &f in &self.route_flows[r] {
                 let fl = &mut self.flows[f];
                 if nr != fl.rate {
@@ -1292,7 +1359,7 @@ impl Engine<'_> {
             }
         }
         self.comp_links = comp_links;
-        self.open_links = open;
+        self.open_share = open_share;
         self.comp_routes = comp_routes;
         self.stack = stack;
     }
@@ -1451,5 +1518,47 @@ impl Engine<'_> {
         }
         self.now += dt;
         self.tiles_skipped = q * p;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::least;
+
+    /// `least` finds what a scan in order with `<` finds: the first of
+    /// the least values, wherever it sits among the lanes and the
+    /// remainder; ∞ everywhere is none.
+    #[test]
+    fn least_is_the_first_least_share() {
+        let scan = |xs: &[f64]| {
+            let mut best: Option<(f64, usize)> = None;
+            for (i, &x) in xs.iter().enumerate() {
+                if x < f64::INFINITY && best.is_none_or(|(b, _)| x < b) {
+                    best = Some((x, i));
+                }
+            }
+            best
+        };
+        let inf = f64::INFINITY;
+        let cases: Vec<Vec<f64>> = vec![
+            vec![],
+            vec![inf; 7],
+            vec![3.0],
+            vec![2.0, 1.0, 1.0, 4.0, 1.0],
+            vec![5.0, 4.0, 3.0, 2.0, 1.0, 1.0, 0.5, 0.5, 9.0],
+            vec![inf, inf, inf, inf, inf, 0.25],
+            vec![0.0, -0.0, 0.0, 1.0],
+            vec![7.0, 7.0, 7.0, 7.0, 7.0, 7.0, 7.0, 7.0],
+        ];
+        for xs in cases {
+            let got = least(&xs);
+            let want = scan(&xs);
+            assert_eq!(got.map(|g| g.1), want.map(|w| w.1), "{xs:?}");
+            assert_eq!(
+                got.map(|g| g.0.to_bits()),
+                want.map(|w| w.0.to_bits()),
+                "{xs:?}"
+            );
+        }
     }
 }
