@@ -264,6 +264,13 @@ struct Engine<'a> {
     /// Per route: its links ([`Prepared::routes`]), its active flows, and
     /// the component search's stamp and rate.
     routes: &'a [Vec<usize>],
+    whole: &'a Components,
+    /// Fill whole components (`Components`) instead of searching the
+    /// active one: chosen by how much of them the active ones cover,
+    /// looked at every `PROBE` recomputes; never with a trace.
+    fill_whole: bool,
+    filling: Filling,
+    recomputes: u64,
     route_flows: Vec<Vec<usize>>,
     route_stamp: Vec<u64>,
     route_rate: Vec<f64>,
@@ -313,6 +320,22 @@ const MAX_PERIOD: usize = 8;
 
 /// Periods in a row a jump needs.
 const RUNS: usize = 3;
+
+/// How the engine finds what to fill: the active component of the
+/// changed connection, its whole component, or either as the engine
+/// chooses (every rate the same whichever it takes).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Filling {
+    Chosen,
+    #[cfg_attr(not(test), allow(dead_code))]
+    Active,
+    Whole,
+}
+
+/// Recomputes between two looks at whether the active components cover
+/// enough of their whole ones to fill those instead (`Components`): the
+/// choice changes no rate, only the work.
+const PROBE: u64 = 16;
 
 /// The checks every simulation passes first: ranks that match, usable
 /// options, a positive chunk count.
@@ -384,6 +407,76 @@ pub struct Prepared {
     fold: Option<super::fold::Fold>,
     /// Every distinct binding-link list of the connections (`Conn::route`).
     routes: Vec<Vec<usize>>,
+    /// The components of the links that routes join, whatever flows are
+    /// active ([`Components`]).
+    whole: Components,
+}
+
+/// The connected components of the links that routes join, all routes
+/// counted: each holds every component of the active flows' links that
+/// meets it. Filling one gives every link and route in it the rates that
+/// filling each active component alone gives, bit for bit (the
+/// bottlenecks of different active components never touch each other's
+/// links, and within one the least share comes first in either order),
+/// so where the active components cover most of it the filling takes it
+/// whole and skips their search (`Engine::recompute`).
+struct Components {
+    /// Per link: its component, or `NONE` where no route crosses it.
+    of: Vec<usize>,
+    /// Per component: its links in ascending order, and its routes.
+    links: Vec<Vec<usize>>,
+    routes: Vec<Vec<usize>>,
+}
+
+impl Components {
+    const NONE: usize = usize::MAX;
+
+    fn new(nlinks: usize, routes: &[Vec<usize>]) -> Components {
+        // Union-find over the links, each route joining its links.
+        let mut parent: Vec<usize> = (0..nlinks).collect();
+        fn root(parent: &mut [usize], mut x: usize) -> usize {
+            while parent[x] != x {
+                parent[x] = parent[parent[x]];
+                x = parent[x];
+            }
+            x
+        }
+        let mut used = vec![false; nlinks];
+        for r in routes {
+            for &l in r {
+                used[l] = true;
+            }
+            for w in r.windows(2) {
+                let (a, b) = (root(&mut parent, w[0]), root(&mut parent, w[1]));
+                if a != b {
+                    parent[a.max(b)] = a.min(b);
+                }
+            }
+        }
+        let mut of = vec![Self::NONE; nlinks];
+        let mut id_of_root: HashMap<usize, usize> = HashMap::new();
+        let mut links: Vec<Vec<usize>> = Vec::new();
+        for l in (0..nlinks).filter(|&l| used[l]) {
+            let r = root(&mut parent, l);
+            let id = *id_of_root.entry(r).or_insert_with(|| {
+                links.push(Vec::new());
+                links.len() - 1
+            });
+            of[l] = id;
+            links[id].push(l);
+        }
+        let mut by_comp: Vec<Vec<usize>> = vec![Vec::new(); links.len()];
+        for (i, r) in routes.iter().enumerate() {
+            if let Some(&l) = r.first() {
+                by_comp[of[l]].push(i);
+            }
+        }
+        Components {
+            of,
+            links,
+            routes: by_comp,
+        }
+    }
 }
 
 /// Prepare `prog` on `topo` under `opts` for [`Prepared::run`] at any
@@ -586,8 +679,10 @@ pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Pre
             routes.len() - 1
         });
     }
+    let whole = Components::new(links.len(), &routes);
     Ok(Prepared {
         routes,
+        whole,
         opts: opts.clone(),
         ranks: n,
         nchunksperloop: prog.nchunksperloop as u64,
@@ -604,6 +699,11 @@ pub fn prepare(prog: &Program, topo: &Topology, opts: &SimOptions) -> Result<Pre
 impl Prepared {
     /// The program simulated for nccl-tests size `size_bytes`.
     pub fn run(&self, size_bytes: u64) -> Result<SimResult, SimError> {
+        self.run_filling(size_bytes, Filling::Chosen)
+    }
+
+    /// [`Prepared::run`] with the components filled as `filling` says.
+    fn run_filling(&self, size_bytes: u64, filling: Filling) -> Result<SimResult, SimError> {
         let opts = &self.opts;
         let n = self.ranks;
         let depth = if opts.tiling {
@@ -684,6 +784,10 @@ impl Prepared {
             dirty: Vec::new(),
             link_stamp: vec![0; nl],
             routes: &self.routes,
+            whole: &self.whole,
+            fill_whole: filling == Filling::Whole,
+            filling,
+            recomputes: 0,
             route_flows: vec![Vec::new(); self.routes.len()],
             route_stamp: vec![0; self.routes.len()],
             route_rate: vec![0.0; self.routes.len()],
@@ -1243,27 +1347,60 @@ impl Engine<'_> {
         let mut stack = std::mem::take(&mut self.stack);
         comp_links.clear();
         comp_routes.clear();
-        for &l in &self.conns[c].links {
-            if self.link_stamp[l] != st {
-                self.link_stamp[l] = st;
-                stack.push(l);
-            }
-        }
+        self.recomputes += 1;
+        let probe = self.filling == Filling::Chosen
+            && self.trace.is_none()
+            && self.recomputes.is_multiple_of(PROBE);
+        let whole = self.conns[c]
+            .links
+            .first()
+            .map_or(Components::NONE, |&l| self.whole.of[l]);
         let mut left = 0;
-        while let Some(l) = stack.pop() {
-            comp_links.push(l);
-            for &r in &self.links[l].routes {
-                if self.route_stamp[r] != st {
-                    self.route_stamp[r] = st;
-                    comp_routes.push(r);
-                    left += self.route_flows[r].len();
-                    for &l2 in &self.routes[r] {
-                        if self.link_stamp[l2] != st {
-                            self.link_stamp[l2] = st;
-                            stack.push(l2);
+        if self.fill_whole && whole != Components::NONE {
+            // The whole component: every link of it (stamped, so that no
+            // other connection of this instant recomputes it again) and
+            // every route, active or not.
+            let mut active = 0;
+            for &l in &self.whole.links[whole] {
+                self.link_stamp[l] = st;
+                comp_links.push(l);
+                active += usize::from(self.links[l].nflows > 0);
+            }
+            for &r in &self.whole.routes[whole] {
+                left += self.route_flows[r].len();
+                comp_routes.push(r);
+            }
+            if probe && active * 2 < comp_links.len() {
+                self.fill_whole = false;
+            }
+        } else {
+            for &l in &self.conns[c].links {
+                if self.link_stamp[l] != st {
+                    self.link_stamp[l] = st;
+                    stack.push(l);
+                }
+            }
+            while let Some(l) = stack.pop() {
+                comp_links.push(l);
+                for &r in &self.links[l].routes {
+                    if self.route_stamp[r] != st {
+                        self.route_stamp[r] = st;
+                        comp_routes.push(r);
+                        left += self.route_flows[r].len();
+                        for &l2 in &self.routes[r] {
+                            if self.link_stamp[l2] != st {
+                                self.link_stamp[l2] = st;
+                                stack.push(l2);
+                            }
                         }
                     }
                 }
+            }
+            if probe
+                && whole != Components::NONE
+                && comp_links.len() * 10 >= self.whole.links[whole].len() * 7
+            {
+                self.fill_whole = true;
             }
         }
         comp_links.sort_unstable();
@@ -1559,6 +1696,84 @@ mod tests {
                 want.map(|w| w.0.to_bits()),
                 "{xs:?}"
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod filling_tests {
+    use super::{prepare, Components, Filling};
+    use crate::compile::{compile, CompileOptions};
+    use crate::front::generate::{generate, GenParams};
+    use crate::sim::SimOptions;
+    use crate::synth::Algo;
+
+    /// The components of the links that routes join: links no route
+    /// crosses belong to none, and each route to its links' component.
+    #[test]
+    fn whole_components_join_the_links_routes_share() {
+        let routes = vec![vec![0, 1], vec![1, 2], vec![4], vec![5, 6], vec![6, 4]];
+        let c = Components::new(8, &routes);
+        assert_eq!(c.of[3], Components::NONE);
+        assert_eq!(c.of[7], Components::NONE);
+        assert_eq!(c.links.len(), 2);
+        let (a, b) = (c.of[0], c.of[4]);
+        assert_eq!(c.links[a], vec![0, 1, 2]);
+        assert_eq!(c.links[b], vec![4, 5, 6]);
+        assert_eq!(c.routes[a], vec![0, 1]);
+        assert_eq!(c.routes[b], vec![2, 3, 4]);
+    }
+
+    /// Filling whole components, only the active ones, or as the engine
+    /// chooses gives the same time and link bytes, bit for bit: on a
+    /// PCIe and NVLink machine, a switch, two hosts and generated meshes,
+    /// for ring, direct and packed trees, at sizes from one tile to many.
+    #[test]
+    fn every_filling_gives_the_same_rates() {
+        let two_hosts = GenParams {
+            hosts: Some(2),
+            ..GenParams::default()
+        };
+        let inputs = [
+            ("dgx1-v100", GenParams::default(), Algo::Pack),
+            ("dgx1-v100", GenParams::default(), Algo::Ring),
+            ("dgx-h100", GenParams::default(), Algo::Direct),
+            ("dgx-a100", two_hosts, Algo::Hier),
+            (
+                "random",
+                GenParams {
+                    seed: Some(49),
+                    ..GenParams::default()
+                },
+                Algo::Pack,
+            ),
+            (
+                "random",
+                GenParams {
+                    seed: Some(5),
+                    ..GenParams::default()
+                },
+                Algo::Pack,
+            ),
+        ];
+        for (name, params, algo) in inputs {
+            let topo = generate(name, &params).unwrap();
+            let c = compile(&topo, &CompileOptions::algo(algo, None)).unwrap();
+            let p = prepare(&c.program, &topo, &SimOptions::default()).unwrap();
+            for size in [1u64 << 20, 64 << 20, 1 << 30] {
+                let runs: Vec<_> = [Filling::Chosen, Filling::Active, Filling::Whole]
+                    .into_iter()
+                    .map(|f| p.run_filling(size, f).unwrap())
+                    .collect();
+                for r in &runs[1..] {
+                    assert_eq!(
+                        r.time_us.to_bits(),
+                        runs[0].time_us.to_bits(),
+                        "{name} {algo:?} at {size}"
+                    );
+                    assert_eq!(r.link_bytes, runs[0].link_bytes, "{name} {algo:?}");
+                }
+            }
         }
     }
 }
