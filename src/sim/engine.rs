@@ -332,8 +332,9 @@ enum Filling {
     Whole,
 }
 
-/// Recomputes between two looks at whether the active components cover
-/// enough of their whole ones to fill those instead (`Components`): the
+/// Every this many recomputes one searches the active component and
+/// compares it with its whole one (`Components`): where it covers 70 %
+/// or more, the recomputes until the next look fill the whole one. The
 /// choice changes no rate, only the work.
 const PROBE: u64 = 16;
 
@@ -1356,22 +1357,17 @@ impl Engine<'_> {
             .first()
             .map_or(Components::NONE, |&l| self.whole.of[l]);
         let mut left = 0;
-        if self.fill_whole && whole != Components::NONE {
+        if self.fill_whole && !probe && whole != Components::NONE {
             // The whole component: every link of it (stamped, so that no
             // other connection of this instant recomputes it again) and
             // every route, active or not.
-            let mut active = 0;
             for &l in &self.whole.links[whole] {
                 self.link_stamp[l] = st;
                 comp_links.push(l);
-                active += usize::from(self.links[l].nflows > 0);
             }
             for &r in &self.whole.routes[whole] {
                 left += self.route_flows[r].len();
                 comp_routes.push(r);
-            }
-            if probe && active * 2 < comp_links.len() {
-                self.fill_whole = false;
             }
         } else {
             for &l in &self.conns[c].links {
@@ -1396,11 +1392,8 @@ impl Engine<'_> {
                     }
                 }
             }
-            if probe
-                && whole != Components::NONE
-                && comp_links.len() * 10 >= self.whole.links[whole].len() * 7
-            {
-                self.fill_whole = true;
+            if probe && whole != Components::NONE {
+                self.fill_whole = comp_links.len() * 10 >= self.whole.links[whole].len() * 7;
             }
         }
         comp_links.sort_unstable();
