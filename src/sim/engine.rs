@@ -332,6 +332,12 @@ enum Filling {
     Whole,
 }
 
+/// Static components of fewer links are never filled whole: their
+/// search costs little, and filling them whole costs more where their
+/// active components are a few links each (the 16-GCD MI250 VM
+/// replicated).
+const WHOLE_LINKS: usize = 32;
+
 /// Every this many recomputes one searches the active component and
 /// compares it with its whole one (`Components`): where it covers 70 %
 /// or more, the recomputes until the next look fill the whole one. The
@@ -1393,7 +1399,8 @@ impl Engine<'_> {
                 }
             }
             if probe && whole != Components::NONE {
-                self.fill_whole = comp_links.len() * 10 >= self.whole.links[whole].len() * 7;
+                let all = self.whole.links[whole].len();
+                self.fill_whole = all >= WHOLE_LINKS && comp_links.len() * 10 >= all * 7;
             }
         }
         comp_links.sort_unstable();
