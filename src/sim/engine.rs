@@ -1402,8 +1402,9 @@ impl Engine<'_> {
                 let all = self.whole.links[whole].len();
                 self.fill_whole = all >= WHOLE_LINKS && comp_links.len() * 10 >= all * 7;
             }
+            // A whole component's links are listed in ascending order.
+            comp_links.sort_unstable();
         }
-        comp_links.sort_unstable();
         for &l in &comp_links {
             self.rem_cap[l] = self.links[l].cap;
             self.unfixed[l] = self.links[l].nflows;
