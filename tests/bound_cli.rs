@@ -7,7 +7,7 @@ use common::rscc;
 use std::path::PathBuf;
 
 fn write(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rscc-bound-cli-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-bound-cli");
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
@@ -124,7 +124,7 @@ fn route_bound_binds_where_single_routes_cannot_carry_the_cut() {
 /// binds; on DGX-1 it equals the bound.
 #[test]
 fn the_allreduce_route_bound_is_the_joint_packings() {
-    let dir = std::env::temp_dir().join(format!("rscc-bound-ar-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-bound-ar");
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("random5.json");
     let (code, _, err) = rscc(&[

@@ -115,7 +115,7 @@ fn connection_groups_run_in_order() {
 /// says so, with the limit and the largest rank count, and exits 2.
 #[test]
 fn beyond_mscclxml_reach_is_a_clear_error() {
-    let dir = std::env::temp_dir().join(format!("rscc-cluster-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-cluster");
     std::fs::create_dir_all(&dir).unwrap();
     let topo = dir.join("h256.json");
     let topo_s = topo.to_str().unwrap();

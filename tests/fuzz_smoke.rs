@@ -142,7 +142,8 @@ fn every_target_survives_its_corpus_and_mutations() {
         for (i, (path, data)) in corpus.iter().zip(&inputs).enumerate() {
             let run = |d: &[u8], what: &str| {
                 if std::panic::catch_unwind(|| (t.run)(d)).is_err() {
-                    let keep = std::env::temp_dir().join(format!("rscc-fuzz-{}-{what}", t.name));
+                    let keep = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                        .join(format!("rscc-fuzz-{}-{what}", t.name));
                     std::fs::write(&keep, d).unwrap();
                     panic!(
                         "{}: {what} ({}) fails; input kept in {}",

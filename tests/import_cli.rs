@@ -15,7 +15,7 @@ fn data(rel: &str) -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rscc-import-cli-{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-import-cli");
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
 }

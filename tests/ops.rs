@@ -210,7 +210,7 @@ fn allgather_is_the_dual_on_a_one_way_ring() {
 /// bad requests exit 2.
 #[test]
 fn the_cli_takes_the_op_everywhere() {
-    let dir = std::env::temp_dir().join(format!("rscc-ops-cli-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-ops-cli");
     let _ = std::fs::remove_dir_all(&dir);
     let out = format!("{}/", dir.display());
     for op in ["reduce-scatter", "allgather", "allreduce"] {

@@ -164,7 +164,7 @@ fn band_files(dir: &std::path::Path) -> Vec<(i64, Option<i64>, String)> {
 /// size with the file that serves it (not the single overall choice).
 #[test]
 fn band_directory_files_cover_the_sizes_and_the_table_uses_them() {
-    let dir = std::env::temp_dir().join(format!("rscc-bands-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-bands");
     let _ = std::fs::remove_dir_all(&dir);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
         .args([
@@ -261,7 +261,7 @@ fn size_limited_small_message_schedule_gets_its_own_band() {
     let whole = compile(&t, &CompileOptions::default()).expect("compiles");
     assert_eq!(whole.max_size, None);
 
-    let dir = std::env::temp_dir().join(format!("rscc-limited-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-limited");
     let _ = std::fs::remove_dir_all(&dir);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
         .args(["synth", "--topo", "topologies/ring8.json", "-o"])
@@ -362,7 +362,7 @@ fn gap_refuses_with_a_reason_and_its_search_is_deterministic() {
 /// `-v` no "skipped" note reaches stderr, with it they do.
 #[test]
 fn synth_json_lists_the_files_and_the_table_and_v_adds_the_reasons() {
-    let dir = std::env::temp_dir().join(format!("rscc-json-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-json");
     let _ = std::fs::remove_dir_all(&dir);
     let run = |extra: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))

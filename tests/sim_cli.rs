@@ -35,7 +35,7 @@ fn json_rows_have_the_documented_keys() {
 fn table_has_nccl_tests_columns_and_trace_is_written() {
     let topo = common::ring(8);
     let p = programs::ring_reduce_scatter(8).unwrap();
-    let dir = std::env::temp_dir().join(format!("rscc-sim-cli-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-sim-cli");
     std::fs::create_dir_all(&dir).unwrap();
     let tr = dir.join("t.json");
     let out = report(
@@ -159,7 +159,7 @@ fn sizes_outside_the_window_get_a_note() {
 /// warning naming the broken rule; a valid file gets none.
 #[test]
 fn a_file_that_breaks_a_rule_is_simulated_with_a_warning() {
-    let dir = std::env::temp_dir().join(format!("rscc-sim-warn-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-sim-warn");
     std::fs::create_dir_all(&dir).unwrap();
     let text = std::fs::read_to_string("schedules/ring8/rs.xml").unwrap();
     let broken = dir.join("broken.xml");

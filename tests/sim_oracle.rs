@@ -732,8 +732,8 @@ fn the_cpu_model_charges_every_touch_on_one_shared_resource() {
         ..SimOptions::default()
     };
     let load = |n: usize| {
-        let p =
-            std::env::temp_dir().join(format!("rscc-cpu-model-{}-{n}.json", std::process::id()));
+        let p = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("rscc-cpu-model-{n}.json"));
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
             .args([
                 "topo",

@@ -17,7 +17,7 @@ fn shipped(file: &str) -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rscc-topo-cli-{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-topo-cli");
     std::fs::create_dir_all(&d).unwrap();
     d.join(name)
 }

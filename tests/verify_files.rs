@@ -112,7 +112,7 @@ fn input_writers_get_one_line_per_rule_and_a_conditional_verdict() {
         last,
         r#"<step s="5" type="rrc" srcbuf="i" srcoff="2" dstbuf="o""#,
     );
-    let dir = std::env::temp_dir().join(format!("rscc-inputwrite-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-inputwrite");
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("wrong.xml");
     std::fs::write(&p, wrong).unwrap();

@@ -87,10 +87,12 @@ pub fn shipped() -> Vec<(String, Topology, Program)> {
         .collect()
 }
 
-/// An empty directory under the system's temp dir, unique to this test
-/// process and `tag`.
+/// An empty directory for `tag` under the test scratch directory Cargo
+/// gives integration tests (target/tmp: `cargo clean` removes it, and
+/// nothing is left in the system's temp dir); emptied when taken, so it
+/// holds only the latest run's files.
 pub fn fresh_dir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("rscc-{tag}-{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rscc-{tag}"));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

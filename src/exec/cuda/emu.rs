@@ -37,14 +37,28 @@ fn dcode(d: DType) -> i32 {
     }
 }
 
+/// The host compiler's flags for the emulator.
+const FLAGS: [&str; 4] = ["-std=c++17", "-O1", "-pthread", "-DRSCC_HOST_EMU"];
+
 /// Build (once per dtype × op) the emulator binary.
 fn emulator(d: DType, op: RedOp) -> PathBuf {
     // Tests run in parallel; build each binary once, one build at a time.
     static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    // Named by what goes into the build, so that a later test run takes
+    // the binary an earlier one built from the same sources, and the
+    // system's temp dir keeps one per dtype × op and version of them.
+    let sources = [
+        KERNEL_SRC,
+        include_str!("emu_shim.h"),
+        include_str!("emu_main.cpp"),
+    ];
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hash::hash(&sources, &mut h);
+    std::hash::Hash::hash(&FLAGS, &mut h);
     let dir = std::env::temp_dir().join(format!(
-        "rscc-emu-{}-{}-{}",
-        std::process::id(),
+        "rscc-emu-{:016x}-{}-{}",
+        std::hash::Hasher::finish(&h),
         d.name(),
         op.name()
     ));
@@ -53,12 +67,14 @@ fn emulator(d: DType, op: RedOp) -> PathBuf {
         return bin;
     }
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("kernel.cu"), KERNEL_SRC).unwrap();
-    std::fs::write(dir.join("emu_shim.h"), include_str!("emu_shim.h")).unwrap();
-    std::fs::write(dir.join("emu_main.cpp"), include_str!("emu_main.cpp")).unwrap();
-    let tmp = dir.join("emu.tmp");
+    std::fs::write(dir.join("kernel.cu"), sources[0]).unwrap();
+    std::fs::write(dir.join("emu_shim.h"), sources[1]).unwrap();
+    std::fs::write(dir.join("emu_main.cpp"), sources[2]).unwrap();
+    // Another test process may build the same binary at once: each
+    // builds its own, and the rename that publishes it is atomic.
+    let tmp = dir.join(format!("emu.{}.tmp", std::process::id()));
     let out = Command::new("c++")
-        .args(["-std=c++17", "-O1", "-pthread", "-DRSCC_HOST_EMU"])
+        .args(FLAGS)
         .arg(format!("-DRSCC_DTYPE={}", dcode(d)))
         .arg(format!(
             "-DRSCC_OP={}",
