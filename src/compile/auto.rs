@@ -399,21 +399,19 @@ fn candidates(
         }
         // Every allreduce also fused: one chunk up and down its shallowest
         // tree pair, which serves every count (Algorithm::fused).
-        let fused: Vec<Compiled> = found
+        let fusable: Vec<(Algo, Algorithm)> = found
             .iter()
             .filter_map(|c| c.algorithm.fused().map(|f| (c.algo, f)))
-            .filter_map(|(a, f)| {
-                let name = f.name.clone();
-                match super::fit::first_fit(t.topo, a, vec![crate::synth::ready(f)], opts, false) {
-                    Ok(c) => Some(c),
-                    Err(e) => {
-                        skipped.push(format!("{name}: {e}"));
-                        None
-                    }
-                }
-            })
             .collect();
-        found.extend(fused);
+        let fitted = crate::par::map(&fusable, |(a, f)| {
+            super::fit::first_fit(topo, *a, vec![crate::synth::ready(f.clone())], opts, false)
+        });
+        for ((_, f), fit) in fusable.iter().zip(fitted) {
+            match fit {
+                Ok(c) => found.push(c),
+                Err(e) => skipped.push(format!("{}: {e}", f.name)),
+            }
+        }
         let forms = found.len();
         lanes_in_turn.resize(forms, false);
         // The allreduce of `pack`'s joint packing: both halves' trees
@@ -435,23 +433,23 @@ fn candidates(
         // halves pipelining at large sizes, while the shared form's fewer
         // threadblocks can win at small ones.
         if opts.op == Collective::AllReduce {
-            let folded: Vec<Compiled> = found[..forms]
+            let shared: Vec<&Compiled> = found[..forms]
                 .iter()
                 .filter(|c| c.algorithm.bcast_shares_channels())
-                .filter_map(|c| {
-                    let (rs, ag) = c.algorithm.halves()?;
-                    let cands = Algorithm::bcast_folds(&ag)
-                        .into_iter()
-                        .map(|own| {
-                            let mut x = Algorithm::allreduce_on(&rs, &ag, own);
-                            x.name = format!("{}-folded", c.algorithm.name);
-                            crate::synth::ready(x)
-                        })
-                        .collect();
-                    refit(&t, c, cands, opts)
-                })
                 .collect();
-            found.extend(folded);
+            let folded = crate::par::map(&shared, |c| {
+                let (rs, ag) = c.algorithm.halves()?;
+                let cands = Algorithm::bcast_folds(&ag)
+                    .into_iter()
+                    .map(|own| {
+                        let mut x = Algorithm::allreduce_on(&rs, &ag, own);
+                        x.name = format!("{}-folded", c.algorithm.name);
+                        crate::synth::ready(x)
+                    })
+                    .collect();
+                refit(topo, c, cands, opts)
+            });
+            found.extend(folded.into_iter().flatten());
         }
         // Without fused steps, every schedule also without send
         // threadblocks: the split overlaps a hop's local pass with its
@@ -461,24 +459,23 @@ fn candidates(
         // several channels carry the same connections.
         if !opts.lower.runtime.fused_steps() {
             let o = with_lowering(opts, |l| l.send_tbs = false);
-            let plain: Vec<Compiled> = found
-                .iter()
-                .filter_map(|c| refit(&t, c, vec![crate::synth::ready(c.algorithm.clone())], &o))
-                .collect();
+            let plain = crate::par::map(&found, |c| {
+                refit(topo, c, vec![crate::synth::ready(c.algorithm.clone())], &o)
+            });
             // Only where the stagger adds a wait to the program as it is
             // (most candidates have one channel per connection).
             let o = with_lowering(opts, |l| l.stagger = true);
-            let staggered: Vec<Compiled> = found
+            let waits: Vec<&Compiled> = found
                 .iter()
                 .filter(|c| !crate::lower::stagger_waits(&c.program).is_empty())
-                .filter_map(|c| {
-                    let mut x = c.algorithm.clone();
-                    x.name += "-staggered";
-                    refit(&t, c, vec![crate::synth::ready(x)], &o)
-                })
                 .collect();
-            found.extend(plain);
-            found.extend(staggered);
+            let staggered = crate::par::map(&waits, |c| {
+                let mut x = c.algorithm.clone();
+                x.name += "-staggered";
+                refit(topo, c, vec![crate::synth::ready(x)], &o)
+            });
+            found.extend(plain.into_iter().flatten());
+            found.extend(staggered.into_iter().flatten());
         }
         // An allgather or allreduce also with its broadcast block by block
         // where its broadcast runs merge blocks, and an allreduce's also
@@ -523,19 +520,19 @@ fn candidates(
                 // Not the forms with the owner's lanes in turn: their
                 // broadcast runs won no cell of `bench/ops-compare.sh`'s
                 // 378 either way, and cost an allgather's synthesis.
-                let more: Vec<Compiled> = found[..forms]
+                let differing: Vec<&Compiled> = found[..forms]
                     .iter()
                     .zip(&forms_of)
                     .zip(&lanes_in_turn)
                     .filter(|&((_, &f), &in_turn)| differs(f) && !in_turn)
-                    .map(|(x, _)| x)
-                    .filter_map(|(c, _)| {
-                        let mut a = c.algorithm.clone();
-                        a.name = format!("{}-{suffix}", a.name);
-                        refit(&t, c, vec![crate::synth::ready(a)], &o)
-                    })
+                    .map(|((c, _), _)| c)
                     .collect();
-                found.extend(more);
+                let more = crate::par::map(&differing, |c| {
+                    let mut a = c.algorithm.clone();
+                    a.name = format!("{}-{suffix}", a.name);
+                    refit(topo, c, vec![crate::synth::ready(a)], &o)
+                });
+                found.extend(more.into_iter().flatten());
             }
         }
         // An allgather or allreduce also with each rank's broadcast sends
@@ -545,16 +542,16 @@ fn candidates(
         // rounds elsewhere.
         if opts.op != Collective::ReduceScatter && !opts.lower.relays_in_turn {
             let o = with_lowering(opts, |l| l.relays_in_turn = true);
-            let turns: Vec<Compiled> = found[..forms]
+            let abroad: Vec<&Compiled> = found[..forms]
                 .iter()
-                .filter(|c| relays_abroad(&c.algorithm, t.topo))
-                .filter_map(|c| {
-                    let mut a = c.algorithm.clone();
-                    a.name = format!("{}-inturn", a.name);
-                    refit(&t, c, vec![crate::synth::ready(a)], &o)
-                })
+                .filter(|c| relays_abroad(&c.algorithm, topo))
                 .collect();
-            found.extend(turns);
+            let turns = crate::par::map(&abroad, |c| {
+                let mut a = c.algorithm.clone();
+                a.name = format!("{}-inturn", a.name);
+                refit(topo, c, vec![crate::synth::ready(a)], &o)
+            });
+            found.extend(turns.into_iter().flatten());
         }
         for c in found {
             // A candidate identical to an earlier one (e.g. a mixture
@@ -596,13 +593,13 @@ fn with_lowering(
 /// synthesizer, its size limit if it had one, its band-only flag and the
 /// sizes it is scored at.
 fn refit(
-    t: &Target,
+    topo: &Topology,
     c: &Compiled,
     cands: Vec<crate::synth::Candidate>,
     o: &CompileOptions,
 ) -> Option<Compiled> {
     let limited = c.max_size.is_some();
-    super::fit::first_fit(t.topo, c.algo, cands, o, limited)
+    super::fit::first_fit(topo, c.algo, cands, o, limited)
         .ok()
         .map(|x| Compiled {
             band_only: c.band_only,
@@ -875,11 +872,15 @@ fn pair(
     } else {
         &[false]
     };
-    for ((bcast_runs, send_tbs), in_turn) in [true, false]
+    let combos: Vec<((bool, bool), bool)> = [true, false]
         .into_iter()
         .flat_map(|b| splits.iter().map(move |&s| (b, s)))
         .flat_map(|f| turns.iter().map(move |&t| (f, t)))
-    {
+        .collect();
+    // Each form is lowered and verified on its own, the forms side by side
+    // on the cores (at 32 ranks and more each is a second or so of one
+    // core); they join `made` in their order.
+    let fitted = crate::par::map(&combos, |&((bcast_runs, send_tbs), in_turn)| {
         let o = CompileOptions {
             lower: crate::lower::LowerOptions {
                 bcast_runs,
@@ -902,15 +903,20 @@ fn pair(
                 .collect()
         };
         let cands = forms(vec![a.num_channels(), 0], "");
-        match super::fit::first_fit(topo, *algo, cands, &o, true) {
-            Ok(c) => {
-                // On the reduction's channels: also folded onto fewer of
-                // its own, scored beside it.
-                let folded = c.algorithm.bcast_shares_channels().then(|| {
-                    let cands = forms(Algorithm::bcast_folds(a), "-folded");
-                    super::fit::first_fit(topo, *algo, cands, &o, true).ok()
-                });
-                for c in std::iter::once(c).chain(folded.flatten()) {
+        super::fit::first_fit(topo, *algo, cands, &o, true).map(|c| {
+            // On the reduction's channels: also folded onto fewer of
+            // its own, scored beside it.
+            let folded = c.algorithm.bcast_shares_channels().then(|| {
+                let cands = forms(Algorithm::bcast_folds(a), "-folded");
+                super::fit::first_fit(topo, *algo, cands, &o, true).ok()
+            });
+            (c, folded.flatten())
+        })
+    });
+    for (&((bcast_runs, send_tbs), in_turn), fit) in combos.iter().zip(fitted) {
+        match fit {
+            Ok((c, folded)) => {
+                for c in std::iter::once(c).chain(folded) {
                     if made.iter().all(|m| m.program != c.program) {
                         made.push(c);
                     }
