@@ -66,13 +66,15 @@ fn emulator(d: DType, op: RedOp) -> PathBuf {
     if bin.exists() {
         return bin;
     }
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("kernel.cu"), sources[0]).unwrap();
-    std::fs::write(dir.join("emu_shim.h"), sources[1]).unwrap();
-    std::fs::write(dir.join("emu_main.cpp"), sources[2]).unwrap();
     // Another test process may build the same binary at once: each
-    // builds its own, and the rename that publishes it is atomic.
-    let tmp = dir.join(format!("emu.{}.tmp", std::process::id()));
+    // writes the sources and builds in a directory of its own, and the
+    // rename that publishes the binary is atomic.
+    let work = dir.join(format!("build-{}", std::process::id()));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("kernel.cu"), sources[0]).unwrap();
+    std::fs::write(work.join("emu_shim.h"), sources[1]).unwrap();
+    std::fs::write(work.join("emu_main.cpp"), sources[2]).unwrap();
+    let tmp = work.join("emu");
     let out = Command::new("c++")
         .args(FLAGS)
         .arg(format!("-DRSCC_DTYPE={}", dcode(d)))
@@ -86,8 +88,8 @@ fn emulator(d: DType, op: RedOp) -> PathBuf {
             }
         ))
         .arg("-I")
-        .arg(&dir)
-        .arg(dir.join("emu_main.cpp"))
+        .arg(&work)
+        .arg(work.join("emu_main.cpp"))
         .arg("-o")
         .arg(&tmp)
         .output()
@@ -98,6 +100,7 @@ fn emulator(d: DType, op: RedOp) -> PathBuf {
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::rename(&tmp, &bin).unwrap();
+    let _ = std::fs::remove_dir_all(&work);
     bin
 }
 
@@ -217,7 +220,15 @@ fn run_full<T: Raw, O: Op<T>>(prog: &Program, c: &Case) -> ([u64; 8], u64, Vec<u
     }
     let bin = emulator(T::DTYPE, O::OP);
     let dir = bin.parent().unwrap().to_path_buf();
-    let tag = format!("{}-{}-{}", prog.name, c.size, c.inplace);
+    // The binary's directory is shared by test processes: the run's files
+    // carry the process id.
+    let tag = format!(
+        "{}-{}-{}-{}",
+        prog.name,
+        c.size,
+        c.inplace,
+        std::process::id()
+    );
     let (inp, outp) = (
         dir.join(format!("{tag}.in")),
         dir.join(format!("{tag}.out")),
