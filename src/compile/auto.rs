@@ -366,6 +366,7 @@ fn candidates(
             more,
             bands,
             search,
+            more_searches,
         } = offer;
         match compile_offer(&t, &ctx, a, cands, search, opts) {
             Ok(y) => {
@@ -375,6 +376,17 @@ fn candidates(
             }
             Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
             Err(e) => return Err(e),
+        }
+        for s in more_searches {
+            match super::search::run(&t, &ctx, a, s, opts) {
+                Ok(y) => {
+                    found.push(y.main);
+                    found.extend(y.extras);
+                    lanes_in_turn.resize(found.len(), false);
+                }
+                Err(e) if e.is_request() => skipped.push(e.to_string()),
+                Err(e) => return Err(e),
+            }
         }
         let groups = std::iter::once(smalls)
             .chain(more)

@@ -4,7 +4,7 @@
 //! one solve.
 
 use super::model::{automorphisms, link, shape, ties, vectors, Owner, Via};
-use super::{Gap, GAP_LPS, GAP_SIZE};
+use super::{Gap, GAP_LPS};
 use crate::ir::{Route, Topology};
 use good_lp::solvers::highs::highs;
 use good_lp::{constraint, variable, Expression, ProblemVariables, Solution, SolverModel};
@@ -18,11 +18,14 @@ const SLACK_ALPHAS: f64 = 0.4;
 /// units of a hop's α.
 const SOFTMAX_ALPHAS: f64 = 0.03;
 
-/// Solve the window LP for `topo`: minimise the second-wave window w such
-/// that on every link the first hops (far → relay) fit in w, the relayed
-/// and routed bytes fit in w, and everything fits in w + slack (the own
-/// bytes start a hop's α earlier).
-pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, String> {
+/// Solve the window LP for `topo` at message size `size` (nccl-tests' S):
+/// minimise the second-wave window w such that on every link the first
+/// hops (far → relay) fit in w, the relayed and routed bytes fit in w, and
+/// everything fits in w + slack (the own bytes start a hop's α earlier).
+/// The slack is a fixed time, so the size sets how much the own bytes may
+/// trail: at 64 KiB a fifth of a link's bytes, at 1 MiB about one
+/// percent, where the LP balances the links' whole loads.
+pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32, size: u64) -> Result<Gap, String> {
     let (hops, per_owner) = shape(topo)?;
     let n = topo.num_ranks();
     // Every route once (the LP asks for each many times).
@@ -34,7 +37,15 @@ pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, Strin
     // when one fails: they only add starts).
     let lp_seed = |i: usize| ((u64::from(seed) * GAP_LPS as u64 + i as u64) % (1 << 31)) as u32;
     let t0 = std::time::Instant::now();
-    let main = window_lp(topo, &routes, &owners, alpha, time_limit_s, lp_seed(0))?;
+    let main = window_lp(
+        topo,
+        &routes,
+        &owners,
+        alpha,
+        size,
+        time_limit_s,
+        lp_seed(0),
+    )?;
     for (o, shares) in owners.iter_mut().zip(main) {
         o.shares = shares;
     }
@@ -44,7 +55,7 @@ pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, Strin
         if left <= 0.0 {
             break;
         }
-        if let Ok(shares) = window_lp(topo, &routes, &owners, alpha, left, lp_seed(i)) {
+        if let Ok(shares) = window_lp(topo, &routes, &owners, alpha, size, left, lp_seed(i)) {
             alts.push(shares);
         }
     }
@@ -63,18 +74,19 @@ pub fn solve(topo: &Topology, time_limit_s: f64, seed: u32) -> Result<Gap, Strin
     })
 }
 
-/// One solve of the window LP over `owners`' vectors (HiGHS seed
-/// `seed`): each shard's shares per vector.
+/// One solve of the window LP over `owners`' vectors at message size
+/// `size` (HiGHS seed `seed`): each shard's shares per vector.
 fn window_lp(
     topo: &Topology,
     routes: &[Vec<Option<Route>>],
     owners: &[Owner],
     alpha: f64,
+    size: u64,
     time_limit_s: f64,
     seed: u32,
 ) -> Result<Vec<Vec<f64>>, String> {
     let route = |u: usize, v: usize| routes[u][v].as_ref().ok_or(format!("no route {u} → {v}"));
-    let shard = GAP_SIZE as f64 / owners.len() as f64;
+    let shard = size as f64 / owners.len() as f64;
     let mut vars = ProblemVariables::new();
     let w = vars.add(variable().min(0.0));
     // Per link: first hops, relayed sums, own bytes, routed bytes.
@@ -135,6 +147,7 @@ fn window_lp(
 #[cfg(test)]
 mod tests {
     use super::super::testing::dgx1;
+    use super::super::GAP_SIZE;
     use super::*;
     use crate::lower::{lower, LowerOptions};
     use crate::verify::{verify, VerifyOptions};
@@ -142,7 +155,7 @@ mod tests {
     #[test]
     fn lp_shares_are_a_distribution_and_every_plan_is_a_reduce_scatter() {
         let topo = dgx1();
-        let g = solve(&topo, 30.0, 0).unwrap();
+        let g = solve(&topo, 30.0, 0, GAP_SIZE).unwrap();
         for o in &g.owners {
             let s: f64 = o.shares.iter().sum();
             assert!((s - 1.0).abs() < 1e-6, "{s}");

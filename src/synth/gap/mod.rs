@@ -26,7 +26,9 @@
 //! piece patterns are then improved by a deterministic local search
 //! ([`Gap::search`]) that the driver scores in the simulator with a fixed
 //! evaluation budget: same input, same schedule. It climbs from the best
-//! start, then restarts from the next best. Where the topology has
+//! start, then restarts from the next best. The LP and the search are
+//! tuned for one message size: [`GAP_SIZE`] (64 KiB), and for `auto` also
+//! [`GAP_MEDIUM_SIZE`] (1 MiB), where the LP loads the links evenly. Where the topology has
 //! symmetries (`automorphisms`: DGX-1 has four), the search moves whole
 //! orbits of shards at once.
 //!
@@ -65,47 +67,64 @@ impl Synthesizer for GapSynth {
     fn summary(&self) -> &'static str {
         "two-wave relay schedule for diameter-two meshes, tuned for medium messages by a simulator-scored search"
     }
+    /// The search for [`GAP_SIZE`], and for `auto` the one for
+    /// [`GAP_MEDIUM_SIZE`]: one shape, its LP and its search tuned for
+    /// each end of the sizes it serves.
     fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
         offered(ctx.topo).map_err(|why| SynthError::not_offered("gap", why))?;
-        let o = &ctx.opts;
-        let g =
-            solve(ctx.topo, o.time_limit_s, o.seed).map_err(|e| SynthError::failed("gap", e))?;
-        let start = g.start(o.chunks.unwrap_or(GAP_CHUNKS));
-        Ok(Offer {
-            search: Some(Box::new(GapSearch {
+        let search = |size: u64, budget: Budget| -> Result<Box<dyn Search>, SynthError> {
+            let o = &ctx.opts;
+            let g = solve(ctx.topo, o.time_limit_s, o.seed, size)
+                .map_err(|e| SynthError::failed("gap", e))?;
+            let start = g.start(o.chunks.unwrap_or(GAP_CHUNKS));
+            Ok(Box::new(GapSearch {
                 g: Rc::new(g),
                 start,
                 seed: o.seed,
-            })),
+                size,
+                budget,
+            }))
+        };
+        let small = Budget {
+            evals: GAP_EVALS,
+            steps: GAP_WORK,
+        };
+        let medium = Budget {
+            evals: GAP_MEDIUM_EVALS,
+            steps: GAP_MEDIUM_WORK,
+        };
+        Ok(Offer {
+            search: Some(search(GAP_SIZE, small)?),
+            more_searches: vec![search(GAP_MEDIUM_SIZE, medium)?],
             ..Offer::default()
         })
     }
 }
 
-/// The search over a solved window LP.
+/// The search over a window LP solved for one message size.
 struct GapSearch {
     g: Rc<Gap>,
     start: Plan,
     seed: u32,
+    /// The size the LP was solved for and the search scores.
+    size: u64,
+    budget: Budget,
 }
 
 impl Search for GapSearch {
     fn score_size(&self) -> u64 {
-        GAP_SIZE
+        self.size
     }
     fn budget(&self) -> Budget {
-        Budget {
-            evals: GAP_EVALS,
-            steps: GAP_WORK,
-        }
+        self.budget
     }
     /// The searched plan, then the search's best start, then the main LP
     /// answer's rounding; as extras the starts where they differ (the
     /// best of all LP answers' roundings, and of the main answer's):
-    /// their even link loads serve large messages, which the search,
-    /// scoring 64 KiB only, may trade away (MI100 8P6L is at 100 % of the
-    /// cut bound at 1 MiB with the main answer's rounding, 81 % with the
-    /// searched plan).
+    /// their even link loads serve larger messages, which the search,
+    /// scoring its own size only, may trade away (MI100 8P6L is at 100 %
+    /// of the cut bound at 1 MiB with the 64 KiB LP's main rounding, 81 %
+    /// with the plan searched at 64 KiB).
     fn run(self: Box<Self>, stop: &Stop, score: &Score) -> Searched {
         let (best, stats) = self.g.search(self.start.clone(), self.seed, stop, score);
         let g = self.g;
@@ -135,6 +154,18 @@ pub const GAP_CHUNKS: usize = 24;
 /// Message size the LP and the search optimise for: the top of the
 /// small-message range.
 pub const GAP_SIZE: u64 = 64 << 10;
+/// Message size of `auto`'s second search: medium messages, where a
+/// link's bytes take several α and the plan must load the links evenly
+/// (the window LP at 64 KiB lets the own bytes trail by a fifth of a
+/// link's bytes; DGX-1's plan for 64 KiB is at 66 % of the bound at
+/// 1 MiB, the one for 1 MiB at 77 %).
+pub const GAP_MEDIUM_SIZE: u64 = 1 << 20;
+/// The medium search's budget: its climbs settle within it on DGX-1 and
+/// the 8-GCD dumps (a fifth of [`GAP_EVALS`], the same fraction of
+/// [`GAP_WORK`]).
+pub const GAP_MEDIUM_EVALS: usize = 200;
+/// See [`GAP_MEDIUM_EVALS`].
+pub const GAP_MEDIUM_WORK: usize = GAP_WORK / 5;
 /// The search's default budget: at most GAP_EVALS schedules, and at most
 /// GAP_WORK program steps lowered (a schedule's lowering and simulation
 /// cost about its steps, so the budget is about the same time on every

@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn dgx1_ties_shards_by_its_four_symmetries() {
         let topo = dgx1();
-        let g = solve(&topo, 30.0, 0).unwrap();
+        let g = solve(&topo, 30.0, 0, super::super::GAP_SIZE).unwrap();
         // The cube-mesh's NVLink pairs (with their counts) have four
         // symmetries: orbits {0, 2, 4, 6} and {1, 3, 5, 7}.
         let firsts: Vec<Option<usize>> = g.ties.iter().map(|t| t.as_ref().map(|x| x.0)).collect();

@@ -390,7 +390,7 @@ mod tests {
         // so that each lowers to one message at step 0 (a segment lowered
         // as several messages on one threadblock pays α for each).
         let topo = dgx1();
-        let g = solve(&topo, 30.0, 0).unwrap();
+        let g = solve(&topo, 30.0, 0, super::super::GAP_SIZE).unwrap();
         for start in [g.start(24), g.tied_start(24), g.start(28)] {
             for q in 0..PATTERNS.len() {
                 let mut p = start.clone();

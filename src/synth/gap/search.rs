@@ -379,7 +379,7 @@ mod tests {
     #[test]
     fn search_is_deterministic_and_never_worse_than_its_start() {
         let topo = dgx1();
-        let g = solve(&topo, 30.0, 0).unwrap();
+        let g = solve(&topo, 30.0, 0, super::super::GAP_SIZE).unwrap();
         let n = topo.num_ranks();
         // A stand-in score: per-rank chunk-hops into each rank (cheap and
         // deterministic), over the limits when a rank has > 60 channels.
