@@ -791,3 +791,32 @@ fn the_joint_packing_serves_an_allreduce_the_halves_overload() {
     );
     computes_its_op(&joint.program, &[4 << 10, 64 << 10]);
 }
+
+/// An allreduce's selection keeps its best halves run one after the
+/// other per size (`Selection::halves_us`), which `rscc synth` compares
+/// with the chosen allreduce in a note. On DGX-1 at 64 KiB, within the
+/// default budget of 40 threadblocks per rank, the halves in turn are
+/// faster than any allreduce (docs/benchmarks.md "Allgather and
+/// allreduce": every `gap` pair needs 52–72 threadblocks); on ring8 the
+/// allreduce is no slower than its halves.
+#[test]
+fn an_allreduce_selection_keeps_its_halves_in_turn() {
+    let o = CompileOptions {
+        op: Collective::AllReduce,
+        ..CompileOptions::default()
+    };
+    let s = 64u64 << 10;
+    for (name, slower) in [("dgx1-v100", true), ("ring8", false)] {
+        let path = format!("topologies/{name}.json");
+        let topo = rscc::front::load_topology(Path::new(&path)).unwrap();
+        let sel = rscc::compile::auto(&topo, &o, &[s], &Default::default(), None).unwrap();
+        let ar = sel.times_us[sel.winners[0]][0];
+        let halves = sel.halves_us[0];
+        assert!(halves.is_finite(), "{name}: no halves");
+        assert_eq!(
+            ar > halves * 1.01,
+            slower,
+            "{name}: allreduce {ar} µs, halves in turn {halves} µs"
+        );
+    }
+}

@@ -177,6 +177,7 @@ pub fn run(a: SynthArgs) -> CliResult {
         Mode::Auto => {
             let sel = auto_with_progress(&topo, &opts, &sizes, None).map_err(fail)?;
             why.extend(sel.skipped.iter().cloned());
+            notes.extend(slower_than_halves(&sel, opts.tb_budget(&topo)));
             (sel.candidates[sel.overall].clone(), Some(sel))
         }
         Mode::One(algo) => {
@@ -333,6 +334,33 @@ fn options(a: &SynthArgs, mode: Mode, runtime: Runtime) -> CompileOptions {
 
 /// `auto`, with a progress line on stderr when it is a terminal and the
 /// work takes more than a second.
+/// For an allreduce, the sizes where its best schedule is slower than its
+/// best reduce-scatter and allgather halves run one after the other
+/// ([`Selection::halves_us`]), as a note.
+fn slower_than_halves(sel: &Selection, budget: usize) -> Option<String> {
+    let cells: Vec<String> = sel
+        .halves_us
+        .iter()
+        .enumerate()
+        .filter_map(|(si, &halves)| {
+            let t = sel.times_us[sel.winners[si]][si];
+            (t > halves * 1.01)
+                .then(|| format!("{} B: {t:.2} µs against {halves:.2}", sel.sizes[si]))
+        })
+        .collect();
+    let why = if budget == usize::MAX {
+        "one program holding both is slower than the two in turn".to_string()
+    } else {
+        format!("one kernel holding both is slower than the two in turn, or needs more than {budget} threadblocks per rank: --max-tbs raises the budget up to the SMs")
+    };
+    (!cells.is_empty()).then(|| {
+        format!(
+            "the allreduce is slower than its best reduce-scatter and allgather halves run one after the other at {} ({why})",
+            cells.join(", ")
+        )
+    })
+}
+
 fn auto_with_progress(
     topo: &crate::ir::Topology,
     opts: &CompileOptions,

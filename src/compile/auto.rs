@@ -57,6 +57,14 @@ pub struct Selection {
     /// `sizes` (∞ where it did not run to the end), which a selection
     /// after this one takes instead of simulating again.
     pub half_times: Vec<((u64, u64), Vec<f64>)>,
+    /// An allreduce's best halves run one after the other, per size of
+    /// `sizes`: the least time of a reduce-scatter half alone plus the
+    /// least of an allgather half alone, each within the threadblock
+    /// budget (∞ where none is; empty for the other ops, and where the
+    /// candidates give fewer than two pairs of halves). Where the
+    /// chosen allreduce is slower, one kernel holding the two halves is
+    /// slower than the two run in turn, or does not fit the budget.
+    pub halves_us: Vec<f64>,
     /// What the synthesizers' searches simulated ([`Target::scores`]): a
     /// selection after this one starts its searches from them, and its
     /// scoring takes a candidate's time at a size from them where the
@@ -129,6 +137,7 @@ pub fn auto_after(
         searched,
     )?;
     let mut half_times = Vec::new();
+    let mut halves_us = Vec::new();
     if opts.op == Collective::AllReduce {
         // Each pair is scored at the sizes it was the first fitting pair for.
         let (extra, at): (Vec<Compiled>, Vec<Vec<bool>>) = paired(
@@ -140,6 +149,7 @@ pub fn auto_after(
             simopts,
             known,
             &mut half_times,
+            &mut halves_us,
             &mut skipped,
         )
         .into_iter()
@@ -204,6 +214,7 @@ pub fn auto_after(
         overall,
         skipped,
         half_times,
+        halves_us,
         search_scores,
         analyses,
     })
@@ -660,6 +671,7 @@ fn paired(
     simopts: &SimOptions,
     known: Option<&Selection>,
     half_times: &mut Vec<((u64, u64), Vec<f64>)>,
+    halves_us: &mut Vec<f64>,
     skipped: &mut Vec<String>,
 ) -> Vec<(Compiled, Vec<bool>)> {
     if halves.len() < 2 {
@@ -753,6 +765,14 @@ fn paired(
         }
     }
     half_times.extend(distinct.into_iter().zip(dtimes));
+    let least = |gather: bool, si: usize| {
+        (0..halves.len())
+            .map(|i| times[2 * i + gather as usize][si])
+            .fold(f64::INFINITY, f64::min)
+    };
+    *halves_us = (0..sorted.len())
+        .map(|si| least(false, si) + least(true, si))
+        .collect();
     // One synthesizer's own two halves are its composed candidate, when
     // that allreduce fitted; a pair with a half of a candidate for size
     // bands only is one too.
