@@ -93,9 +93,11 @@ impl Synthesizer for GapSynth {
             evals: GAP_MEDIUM_EVALS,
             steps: GAP_MEDIUM_WORK,
         };
+        // The medium search only adds candidates: where its LP fails, the
+        // small one still serves.
         Ok(Offer {
             search: Some(search(GAP_SIZE, small)?),
-            more_searches: vec![search(GAP_MEDIUM_SIZE, medium)?],
+            more_searches: search(GAP_MEDIUM_SIZE, medium).into_iter().collect(),
             ..Offer::default()
         })
     }
