@@ -379,7 +379,22 @@ fn candidates(
             search,
             more_searches,
         } = offer;
-        match compile_offer(&t, &ctx, a, cands, search, opts) {
+        // The searches at other sizes run beside the main one: each keeps
+        // a core busy while the other waits on its slowest simulation,
+        // and neither's result depends on the other's.
+        let sopts = ctx.opts.clone();
+        let (main, beside) = std::thread::scope(|sc| {
+            let beside = sc.spawn(|| {
+                more_searches
+                    .into_iter()
+                    .map(|s| super::search::run(&t, &sopts, a, s, opts))
+                    .collect::<Vec<_>>()
+            });
+            let main = compile_offer(&t, &ctx, a, cands, search, opts);
+            (main, beside.join())
+        });
+        let beside = beside.unwrap_or_else(|p| std::panic::resume_unwind(p));
+        match main {
             Ok(y) => {
                 found.push(y.main);
                 found.extend(y.extras);
@@ -388,8 +403,8 @@ fn candidates(
             Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
             Err(e) => return Err(e),
         }
-        for s in more_searches {
-            match super::search::run(&t, &ctx, a, s, opts) {
+        for r in beside {
+            match r {
                 Ok(y) => {
                     found.push(y.main);
                     found.extend(y.extras);

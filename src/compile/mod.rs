@@ -322,7 +322,7 @@ pub(crate) fn compile_offer(
     opts: &CompileOptions,
 ) -> Result<Yield, CompileError> {
     match search {
-        Some(s) => search::run(t, ctx, algo, s, opts),
+        Some(s) => search::run(t, &ctx.opts, algo, s, opts),
         None => Ok(Yield {
             main: fit::first_fit(t.topo, algo, t.shaped(algo, candidates), opts, false)?,
             extras: Vec::new(),

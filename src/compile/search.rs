@@ -10,13 +10,13 @@
 use super::{fit, CompileError, CompileOptions, Target, Yield};
 use crate::ir::Algorithm;
 use crate::sim::{self, SimOptions};
-use crate::synth::{Algo, Budget, Context, Search};
+use crate::synth::{Algo, Budget, Search, SynthOptions};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub(crate) fn run(
     t: &Target,
-    ctx: &Context,
+    sopts: &SynthOptions,
     algo: Algo,
     search: Box<dyn Search>,
     opts: &CompileOptions,
@@ -70,8 +70,8 @@ pub(crate) fn run(
         Ok(r.rank_end_us)
     };
     // The request's checks bound the limit, so the deadline cannot overflow.
-    let deadline = Instant::now() + Duration::from_secs_f64(ctx.opts.time_limit_s);
-    let asked = ctx.opts.evals;
+    let deadline = Instant::now() + Duration::from_secs_f64(sopts.time_limit_s);
+    let asked = sopts.evals;
     let stop = |spent: usize| {
         let spent_all = match asked {
             Some(e) => spent >= e,

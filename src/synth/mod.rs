@@ -148,7 +148,7 @@ pub struct Offer {
     /// Searches at other sizes that `auto` runs as well, their schedules
     /// scored beside the rest like `more` (`gap`'s search for medium
     /// messages). A request by name runs `search` only.
-    pub more_searches: Vec<Box<dyn Search>>,
+    pub more_searches: Vec<Box<dyn Search + Send>>,
 }
 
 impl Offer {

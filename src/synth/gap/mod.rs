@@ -54,7 +54,7 @@ use super::{
 };
 use model::Owner;
 use rustc_hash::FxHashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// The gap synthesizer: the window LP's roundings, improved by the
 /// driver-scored search ([`Gap::search`]).
@@ -72,13 +72,13 @@ impl Synthesizer for GapSynth {
     /// each end of the sizes it serves.
     fn offer(&self, ctx: &Context) -> Result<Offer, SynthError> {
         offered(ctx.topo).map_err(|why| SynthError::not_offered("gap", why))?;
-        let search = |size: u64, budget: Budget| -> Result<Box<dyn Search>, SynthError> {
+        let search = |size: u64, budget: Budget| -> Result<Box<dyn Search + Send>, SynthError> {
             let o = &ctx.opts;
             let g = solve(ctx.topo, o.time_limit_s, o.seed, size)
                 .map_err(|e| SynthError::failed("gap", e))?;
             let start = g.start(o.chunks.unwrap_or(GAP_CHUNKS));
             Ok(Box::new(GapSearch {
-                g: Rc::new(g),
+                g: Arc::new(g),
                 start,
                 seed: o.seed,
                 size,
@@ -105,7 +105,7 @@ impl Synthesizer for GapSynth {
 
 /// The search over a window LP solved for one message size.
 struct GapSearch {
-    g: Rc<Gap>,
+    g: Arc<Gap>,
     start: Plan,
     seed: u32,
     /// The size the LP was solved for and the search scores.
