@@ -158,9 +158,9 @@ pub const GAP_CHUNKS: usize = 24;
 pub const GAP_SIZE: u64 = 64 << 10;
 /// Message size of `auto`'s second search: medium messages, where a
 /// link's bytes take several α and the plan must load the links evenly
-/// (the window LP at 64 KiB lets the own bytes trail by a fifth of a
-/// link's bytes; DGX-1's plan for 64 KiB is at 66 % of the bound at
-/// 1 MiB, the one for 1 MiB at 77 %).
+/// (the window LP at 64 KiB lets the own bytes trail by more than half of
+/// the busiest link's time; DGX-1's plan for 64 KiB is at 64 % of the
+/// bound at 1 MiB, the one for 1 MiB at 77 %).
 pub const GAP_MEDIUM_SIZE: u64 = 1 << 20;
 /// The medium search's budget: its climbs settle within it on DGX-1 and
 /// the 8-GCD dumps (a fifth of [`GAP_EVALS`], the same fraction of
