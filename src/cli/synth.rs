@@ -332,11 +332,11 @@ fn options(a: &SynthArgs, mode: Mode, runtime: Runtime) -> CompileOptions {
     }
 }
 
-/// `auto`, with a progress line on stderr when it is a terminal and the
-/// work takes more than a second.
-/// For an allreduce, the sizes where its best schedule is slower than its
-/// best reduce-scatter and allgather halves run one after the other
-/// ([`Selection::halves_us`]), as a note.
+/// For an allreduce, the sizes where its best schedule is more than 1 %
+/// slower than its best reduce-scatter and allgather halves run one after
+/// the other ([`Selection::halves_us`]: the halves of its own candidates,
+/// not what `--op reduce-scatter` and `--op allgather` would pick), as a
+/// note.
 fn slower_than_halves(sel: &Selection, budget: usize) -> Option<String> {
     let cells: Vec<String> = sel
         .halves_us
@@ -361,6 +361,8 @@ fn slower_than_halves(sel: &Selection, budget: usize) -> Option<String> {
     })
 }
 
+/// `auto`, with a progress line on stderr when it is a terminal and the
+/// work takes more than a second.
 fn auto_with_progress(
     topo: &crate::ir::Topology,
     opts: &CompileOptions,

@@ -145,9 +145,10 @@ pub struct Offer {
     /// A search the driver runs with its own score; when present it
     /// replaces `candidates`.
     pub search: Option<Box<dyn Search>>,
-    /// Searches at other sizes that `auto` runs as well, their schedules
-    /// scored beside the rest like `more` (`gap`'s search for medium
-    /// messages). A request by name runs `search` only.
+    /// Searches at other sizes that `auto` runs as well, on a thread
+    /// beside `search`, their schedules scored beside the rest like
+    /// `more` (`gap`'s search for medium messages). A request by name
+    /// runs `search` only.
     pub more_searches: Vec<Box<dyn Search + Send>>,
 }
 

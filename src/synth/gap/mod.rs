@@ -28,9 +28,9 @@
 //! evaluation budget: same input, same schedule. It climbs from the best
 //! start, then restarts from the next best. The LP and the search are
 //! tuned for one message size: [`GAP_SIZE`] (64 KiB), and for `auto` also
-//! [`GAP_MEDIUM_SIZE`] (1 MiB), where the LP loads the links evenly. Where the topology has
-//! symmetries (`automorphisms`: DGX-1 has four), the search moves whole
-//! orbits of shards at once.
+//! [`GAP_MEDIUM_SIZE`] (1 MiB), where the LP loads the links evenly.
+//! Where the topology has symmetries (`automorphisms`: DGX-1 has four),
+//! the search moves whole orbits of shards at once.
 //!
 //! The parts: `model` (the shape a topology must have, the vectors, the
 //! topology's symmetries and the ties between shards they give), `lp`
