@@ -382,18 +382,23 @@ fn candidates(
         // The searches at other sizes run beside the main one: each keeps
         // a core busy while the other waits on its slowest simulation,
         // and neither's result depends on the other's.
-        let sopts = ctx.opts.clone();
-        let (main, beside) = std::thread::scope(|sc| {
-            let beside = sc.spawn(|| {
-                more_searches
-                    .into_iter()
-                    .map(|s| super::search::run(&t, &sopts, a, s, opts))
-                    .collect::<Vec<_>>()
+        let (main, beside) = if more_searches.is_empty() {
+            (compile_offer(&t, &ctx, a, cands, search, opts), Vec::new())
+        } else {
+            let sopts = ctx.opts.clone();
+            let (main, beside) = std::thread::scope(|sc| {
+                let beside = sc.spawn(|| {
+                    more_searches
+                        .into_iter()
+                        .map(|s| super::search::run(&t, &sopts, a, s, opts))
+                        .collect::<Vec<_>>()
+                });
+                let main = compile_offer(&t, &ctx, a, cands, search, opts);
+                (main, beside.join())
             });
-            let main = compile_offer(&t, &ctx, a, cands, search, opts);
-            (main, beside.join())
-        });
-        let beside = beside.unwrap_or_else(|p| std::panic::resume_unwind(p));
+            let beside = beside.unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (main, beside)
+        };
         match main {
             Ok(y) => {
                 found.push(y.main);
