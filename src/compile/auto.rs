@@ -61,7 +61,7 @@ pub struct Selection {
     /// `sizes`: the least time of a reduce-scatter half alone plus the
     /// least of an allgather half alone, each within the threadblock
     /// budget (∞ where none is; empty for the other ops, and where the
-    /// candidates give fewer than two pairs of halves). Where the
+    /// candidates give fewer than two halves to pair). Where the
     /// chosen allreduce is slower, one kernel holding the two halves is
     /// slower than the two run in turn, or does not fit the budget.
     pub halves_us: Vec<f64>,

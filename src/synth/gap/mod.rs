@@ -162,9 +162,10 @@ pub const GAP_SIZE: u64 = 64 << 10;
 /// the busiest link's time; DGX-1's plan for 64 KiB is at 64 % of the
 /// bound at 1 MiB, the one for 1 MiB at 77 %).
 pub const GAP_MEDIUM_SIZE: u64 = 1 << 20;
-/// The medium search's budget: its climbs settle within it on DGX-1 and
-/// the 8-GCD dumps (a fifth of [`GAP_EVALS`], the same fraction of
-/// [`GAP_WORK`]).
+/// The medium search's budget, a fifth of [`GAP_EVALS`] and the same
+/// fraction of [`GAP_WORK`]: on DGX-1, Vega20 4P1H, the gfx90a "alt" dump
+/// and the MI250X hive the climb reaches within it what it reaches with
+/// the default budget.
 pub const GAP_MEDIUM_EVALS: usize = 200;
 /// See [`GAP_MEDIUM_EVALS`].
 pub const GAP_MEDIUM_WORK: usize = GAP_WORK / 5;
