@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Bound % on generated fabrics: `rscc topo generate random --seed K` for
-# K in 0 .. COUNT-1 (default 200), then `rscc synth -o DIR/` with each
+# K in FIRST .. FIRST+COUNT-1 (default 0 .. 199; another FIRST draws
+# fabrics no choice in rscc was measured on), then `rscc synth -o DIR/` with each
 # binary given (default target/release/rscc), side by side. Prints the
 # distribution of the `bound%` column at 1 MiB, 16 MiB and 1 GiB per
 # binary, the worst fabrics, and writes JSON. The last binary generates
 # the fabrics (older ones may not have `random`). OP=allgather|allreduce
 # synthesizes that op instead of the reduce-scatter.
 #
-#   COUNT=200 bench/fabrics.sh [OUT.json] [RSCC_BIN ...]
+#   [FIRST=0] COUNT=200 bench/fabrics.sh [OUT.json] [RSCC_BIN ...]
 #
 # docs/benchmarks.md "Generated fabrics".
 set -euo pipefail
@@ -16,11 +17,12 @@ shift || true
 bins=("$@")
 [ ${#bins[@]} -gt 0 ] || bins=(target/release/rscc)
 count=${COUNT:-200}
+first=${FIRST:-0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$(dirname "$out")"
 : > "$tmp/rows"
-for ((k = 0; k < count; k++)); do
+for ((k = first; k < first + count; k++)); do
   "${bins[-1]}" topo generate random --seed "$k" -o "$tmp/t.json" 2> /dev/null
   shape=$(grep -o 'shape [a-z]*' "$tmp/t.json" | head -1 | cut -d' ' -f2)
   ranks=$(grep -c '"kind": "gpu"' "$tmp/t.json" || true)
