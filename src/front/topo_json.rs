@@ -113,11 +113,15 @@ pub fn build(tf: &TopoFile, file: &str) -> Result<Topology, FrontError> {
             (_, None) => None,
         };
         if let Some(m) = n.mem_gbps {
-            if n.kind != NodeKind::Gpu || !(m.is_finite() && m > 0.0) {
+            if n.kind != NodeKind::Gpu {
                 return Err(err(format!(
-                    "nodes[{i}] \"{}\": mem_gbps must be a positive number on a gpu, got {m}",
-                    n.id
+                    "nodes[{i}] \"{}\": only gpu nodes have a mem_gbps (this one is a {})",
+                    n.id,
+                    n.kind.as_str()
                 )));
+            }
+            if let Some(why) = bad_bw(m) {
+                return Err(err(format!("nodes[{i}] \"{}\": mem_gbps {why}", n.id)));
             }
         }
         let idx = g.add_node(Node {
@@ -146,16 +150,16 @@ pub fn build(tf: &TopoFile, file: &str) -> Result<Topology, FrontError> {
         if a == b {
             return Err(err(format!("links[{i}]: \"{}\" links to itself", l.from)));
         }
-        if !(l.bw_gbps.is_finite() && l.bw_gbps > 0.0) {
+        if let Some(why) = bad_bw(l.bw_gbps) {
             return Err(err(format!(
-                "links[{i}] ({} -> {}): bw_gbps must be positive, got {}",
-                l.from, l.to, l.bw_gbps
+                "links[{i}] ({} -> {}): bw_gbps {why}",
+                l.from, l.to
             )));
         }
-        if !(l.alpha_us.is_finite() && l.alpha_us >= 0.0) {
+        if let Some(why) = bad_alpha(l.alpha_us) {
             return Err(err(format!(
-                "links[{i}] ({} -> {}): alpha_us must be non-negative, got {}",
-                l.from, l.to, l.alpha_us
+                "links[{i}] ({} -> {}): alpha_us {why}",
+                l.from, l.to
             )));
         }
         if l.count == 0 {
@@ -193,6 +197,45 @@ pub const MAX_RANKS: usize = super::generate::MAX_RANKS;
 /// Most nodes and links of any kind (switches, NICs, CPUs included).
 pub const MAX_NODES: usize = 1 << 16;
 pub const MAX_LINKS: usize = 1 << 20;
+/// The bandwidths a topology may give, GB/s (a link's per direction, a
+/// GPU's memory): 1 kB/s to 1 EB/s. Within them every time rscc computes
+/// from a bandwidth — bytes (up to 2^64) over a capacity (up to 2^32
+/// links bundled) — is a finite, nonzero number; beyond them the
+/// simulator's rates overflow to ∞ or its times to ∞.
+pub const BW_GBPS: (f64, f64) = (1e-6, 1e9);
+/// The most α a link may have, µs (1000 s), for the same reason.
+pub const MAX_ALPHA_US: f64 = 1e9;
+
+/// Why `bw` (GB/s) is not a bandwidth a topology may give, if it is not.
+fn bad_bw(bw: f64) -> Option<String> {
+    let (lo, hi) = BW_GBPS;
+    (!(bw.is_finite() && (lo..=hi).contains(&bw))).then(|| {
+        format!(
+            "must be a number from {lo:e} to {hi:e} GB/s, got {}",
+            num(bw)
+        )
+    })
+}
+
+/// `x` as a message quotes it: in exponent form where plain digits would
+/// run long.
+fn num(x: f64) -> String {
+    if x.is_finite() && x != 0.0 && !(1e-4..1e9).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Why `alpha` (µs) is not an α a link may have, if it is not.
+fn bad_alpha(alpha: f64) -> Option<String> {
+    (!(alpha.is_finite() && (0.0..=MAX_ALPHA_US).contains(&alpha))).then(|| {
+        format!(
+            "must be a number from 0 to {MAX_ALPHA_US:e} µs, got {}",
+            num(alpha)
+        )
+    })
+}
 
 /// Checks every front end applies: ranks are exactly 0..N-1, 1 ≤ N ≤
 /// [`MAX_RANKS`], at most [`MAX_NODES`] nodes and [`MAX_LINKS`] directed
@@ -218,6 +261,27 @@ pub fn validate(t: &Topology) -> Result<(), String> {
             "the topology has {} directed links; rscc takes at most {MAX_LINKS}",
             t.graph.edge_count()
         ));
+    }
+    // The numbers, for topologies built otherwise than from this format
+    // (imports, generators, replication).
+    for e in t.graph.edge_indices() {
+        let (a, b) = t.graph.edge_endpoints(e).expect("an edge of the graph");
+        let l = &t.graph[e];
+        let name = || format!("link {} -> {}", t.node(a).id, t.node(b).id);
+        if let Some(why) = bad_bw(l.bw_gbps) {
+            return Err(format!("{}: bandwidth {why}", name()));
+        }
+        if let Some(why) = bad_alpha(l.alpha_us) {
+            return Err(format!("{}: alpha {why}", name()));
+        }
+    }
+    for &idx in &t.ranks {
+        if let Some(why) = t.node(idx).mem_gbps.and_then(bad_bw) {
+            return Err(format!(
+                "gpu \"{}\": memory bandwidth {why}",
+                t.node(idx).id
+            ));
+        }
     }
     for (want, &idx) in t.ranks.iter().enumerate() {
         let node = t.node(idx);
@@ -331,6 +395,40 @@ pub fn to_json(t: &Topology) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A topology built otherwise than from this format (here by a
+    /// generator) is held to the same numbers: a bandwidth or α whose
+    /// times would overflow is named with its link, and the quoted number
+    /// is short; the ends of the ranges are accepted.
+    #[test]
+    fn built_topologies_keep_bandwidth_and_alpha_in_range() {
+        use crate::front::generate::{generate, GenParams};
+        let ring = |bw: f64, alpha: f64| {
+            let p = GenParams {
+                gpus: Some(4),
+                bw_gbps: Some(bw),
+                alpha_us: Some(alpha),
+                ..GenParams::default()
+            };
+            validate(&generate("ring", &p).unwrap())
+        };
+        let e = ring(1e308, 1.0).unwrap_err();
+        assert_eq!(
+            e,
+            "link gpu0 -> gpu1: bandwidth must be a number from 1e-6 to 1e9 GB/s, got 1e308"
+        );
+        let e = ring(25.0, 1e12).unwrap_err();
+        assert_eq!(
+            e,
+            "link gpu0 -> gpu1: alpha must be a number from 0 to 1e9 µs, got 1e12"
+        );
+        assert!(ring(1e-7, 1.0).is_err());
+        let (lo, hi) = BW_GBPS;
+        for bw in [lo, hi] {
+            assert_eq!(ring(bw, 0.0), Ok(()));
+        }
+        assert_eq!(ring(25.0, MAX_ALPHA_US), Ok(()));
+    }
 
     /// A valid topology beyond MSCCL's reach is refused with the limit.
     #[test]
