@@ -111,5 +111,34 @@ pub fn replicate_hosts(
     };
     let mut t = Topology::new(name, description, g);
     t.vendor = single.vendor;
+    // The rails' figures come from the caller (`--nic-gbps`): the copy is
+    // held to every front end's checks.
+    super::topo_json::validate(&t)?;
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::generate::{generate, GenParams};
+
+    /// A rail bandwidth out of range is refused with its link named, as a
+    /// file's would be; one in range replicates.
+    #[test]
+    fn rails_are_held_to_the_bandwidth_range() {
+        let one = generate("dgx-a100", &GenParams::default()).unwrap();
+        let rail = |nic_gbps| RailParams {
+            nic_gbps,
+            alpha_us: 1.3,
+        };
+        let e = replicate_hosts(&one, 2, rail(1e12)).unwrap_err();
+        assert!(
+            e.contains("-> rail0: bandwidth must be a number from 1e-6 to 1e9 GB/s, got 1e12"),
+            "{e}"
+        );
+        assert_eq!(
+            replicate_hosts(&one, 2, rail(25.0)).unwrap().num_ranks(),
+            16
+        );
+    }
 }
