@@ -27,6 +27,7 @@ fn opts(dtype: DType, redop: RedOp, sizes: Vec<u64>) -> RunOptions {
         inject_fault: None,
         zero_copy: true,
         fuse_chains: true,
+        placement: rscc::exec::Placement::Auto,
     }
 }
 
@@ -624,6 +625,30 @@ fn worker_pools_of_any_size_run_every_step_kind_and_report_stalls() {
         match run_program(&stalled_ring(), &o) {
             Err(ExecError::Stalled(rep)) => assert_eq!(rep.waits.len(), 4, "{rep}"),
             other => panic!("{workers} workers: expected a stall, got {other:?}"),
+        }
+    }
+}
+
+/// The memory-placement path (workers pinned to nodes, each rank's
+/// buffers first written on its node) computes what the unplaced run
+/// does, for every step kind and any pool size; on a one-node machine the
+/// CPUs are split into nodes to run it.
+#[test]
+fn placed_workers_and_buffers_compute_the_same_results() {
+    let progs = [builtin::ring(5, 1), builtin::allpairs(3), relay_ring(4)];
+    for placement in [
+        rscc::exec::Placement::Split(2),
+        rscc::exec::Placement::Split(3),
+        rscc::exec::Placement::Off,
+    ] {
+        for workers in [1usize, 2, 4] {
+            for p in &progs {
+                let c = p.nchunksperloop as u64;
+                let mut o = opts(DType::F32, RedOp::Sum, vec![c * 4 * 37, c * 4 * 5000]);
+                o.workers = workers;
+                o.placement = placement;
+                assert_correct(p, &o);
+            }
         }
     }
 }

@@ -78,6 +78,15 @@ pub struct RunArgs {
     /// the results are the same bit for bit).
     #[arg(long)]
     pub no_fuse_chains: bool,
+    /// Neither pin workers to memory nodes nor place buffers on them (by
+    /// default, on a machine of several nodes, each worker runs on one
+    /// node's CPUs and each rank's buffers are first written there;
+    /// docs/executor.md "Memory placement").
+    #[arg(long)]
+    pub no_placement: bool,
+    /// Testing aid: treat the CPUs as this many memory nodes.
+    #[arg(long, hide = true)]
+    pub split_nodes: Option<usize>,
     /// Skip the memory-bandwidth measurement.
     #[arg(long)]
     pub no_membw: bool,
@@ -313,6 +322,11 @@ fn run_options(
         inject_fault: None,
         zero_copy: !args.no_zero_copy,
         fuse_chains: !args.no_fuse_chains,
+        placement: match (args.no_placement, args.split_nodes) {
+            (true, _) => exec::Placement::Off,
+            (false, Some(k)) => exec::Placement::Split(k),
+            (false, None) => exec::Placement::Auto,
+        },
     }
 }
 

@@ -21,6 +21,7 @@
 //!   w (NCCL's per-rank stream order); ranks are not synchronised.
 
 use super::elem::{reduce2, reduce3, reduce_chain, reduce_self, Elem, Op, CHAIN_FUSED};
+use super::numa::Nodes;
 use super::plan::{Plan, StepPlan, ZeroCopy};
 use super::{ExecError, StallReport, TbWait};
 use crate::ir::spec::Alias;
@@ -74,14 +75,20 @@ pub(crate) struct Buffers<T> {
 }
 
 impl<T: Elem> Buffers<T> {
-    /// Buffers for chunks of up to `chunk_max` elements.
-    pub fn new(plan: &Plan, chunk_max: usize) -> Result<Self, ExecError> {
+    /// Buffers for chunks of up to `chunk_max` elements. With `place`
+    /// (the nodes, and each rank's node: `numa::rank_nodes`), each rank's
+    /// buffers are first written by a thread on its node, so their pages
+    /// lie there; else by the calling thread.
+    pub fn new(
+        plan: &Plan,
+        chunk_max: usize,
+        place: Option<(&Nodes, &[usize])>,
+    ) -> Result<Self, ExecError> {
         let n = plan.nranks;
-        let alloc = |len: usize| -> Result<Vec<T>, ExecError> {
+        let reserve = |len: usize| -> Result<Vec<T>, ExecError> {
             let mut v = Vec::new();
             v.try_reserve_exact(len)
                 .map_err(|_| ExecError::Size(format!("cannot allocate {} elements", len)))?;
-            v.resize(len, T::default());
             Ok(v)
         };
         let mut b = Buffers {
@@ -89,10 +96,67 @@ impl<T: Elem> Buffers<T> {
             output: Vec::new(),
             scratch: Vec::new(),
         };
+        // (buffer, its length, its rank): reserved here, written below.
+        let mut lens = Vec::with_capacity(3 * n);
         for r in 0..n {
-            b.input.push(alloc(plan.bufs.i_chunks * chunk_max)?);
-            b.output.push(alloc(plan.bufs.o_chunks * chunk_max)?);
-            b.scratch.push(alloc(plan.s_chunks[r] * chunk_max)?);
+            b.input.push(reserve(plan.bufs.i_chunks * chunk_max)?);
+            b.output.push(reserve(plan.bufs.o_chunks * chunk_max)?);
+            b.scratch.push(reserve(plan.s_chunks[r] * chunk_max)?);
+            lens.push([
+                plan.bufs.i_chunks * chunk_max,
+                plan.bufs.o_chunks * chunk_max,
+                plan.s_chunks[r] * chunk_max,
+            ]);
+        }
+        let fill = |v: &mut Vec<T>, len: usize| v.resize(len, T::default());
+        let Some((nodes, rank_node)) = place else {
+            for (r, l) in lens.iter().enumerate() {
+                fill(&mut b.input[r], l[0]);
+                fill(&mut b.output[r], l[1]);
+                fill(&mut b.scratch[r], l[2]);
+            }
+            return Ok(b);
+        };
+        // Per node, its ranks' buffers, written by a thread pinned there.
+        let mut per_node: Vec<Vec<(&mut Vec<T>, usize)>> =
+            (0..nodes.cpus.len()).map(|_| Vec::new()).collect();
+        let bufs = b
+            .input
+            .iter_mut()
+            .zip(b.output.iter_mut())
+            .zip(b.scratch.iter_mut())
+            .enumerate();
+        for (r, ((i, o), sc)) in bufs {
+            let k = rank_node
+                .get(r)
+                .copied()
+                .unwrap_or(0)
+                .min(per_node.len() - 1);
+            per_node[k].extend([(i, lens[r][0]), (o, lens[r][1]), (sc, lens[r][2])]);
+        }
+        thread::scope(|s| {
+            for (k, work) in per_node.into_iter().enumerate() {
+                // A thread that cannot start leaves its buffers to the
+                // calling thread (below).
+                let _ = thread::Builder::new()
+                    .name(format!("rscc-place{k}"))
+                    .spawn_scoped(s, move || {
+                        nodes.pin(k);
+                        for (v, len) in work {
+                            fill(v, len);
+                        }
+                    });
+            }
+        });
+        for (r, l) in lens.iter().enumerate() {
+            for (v, &len) in [&mut b.input[r], &mut b.output[r], &mut b.scratch[r]]
+                .into_iter()
+                .zip(l)
+            {
+                if v.len() < len {
+                    fill(v, len);
+                }
+            }
         }
         Ok(b)
     }
@@ -962,6 +1026,36 @@ fn placement_order(plan: &Plan) -> Vec<usize> {
     order
 }
 
+/// Each threadblock's weight: the chunks its steps move.
+pub(crate) fn tb_weights(plan: &Plan) -> Vec<u64> {
+    plan.tbs
+        .iter()
+        .map(|tb| {
+            tb.steps
+                .iter()
+                .map(|s| s.cnt.max(1) as u64)
+                .sum::<u64>()
+                .max(1)
+        })
+        .collect()
+}
+
+/// The worker of each threadblock in a pool of `nworkers` (at most one
+/// per threadblock): [`placement_order`] cut by [`partition`].
+pub(crate) fn tb_workers(plan: &Plan, nworkers: usize) -> Vec<usize> {
+    let weights = tb_weights(plan);
+    let order = placement_order(plan);
+    let cut = partition(
+        &order.iter().map(|&t| weights[t]).collect::<Vec<_>>(),
+        nworkers.clamp(1, plan.tbs.len().max(1)),
+    );
+    let mut owner = vec![0; plan.tbs.len()];
+    for (&t, &w) in order.iter().zip(&cut) {
+        owner[t] = w;
+    }
+    owner
+}
+
 /// Split threadblocks (in [`placement_order`]) into `w` contiguous runs
 /// of about equal weight, so that a rank's threadblocks and its neighbours'
 /// share a worker and its caches. Returns the worker of each threadblock;
@@ -1000,13 +1094,15 @@ pub(crate) struct PhaseTimes {
 
 /// Run `phases[k]` back-to-back works per phase on the given buffers;
 /// `between(k)` is called after phase k with every threadblock idle (e.g. to
-/// check results). Returns the wall time of each phase (release of the
+/// check results). With `nodes`, each worker runs on the CPUs of its node
+/// (`Nodes::node_of_worker`). Returns the wall time of each phase (release of the
 /// phase to the last threadblock finishing it).
 pub(crate) fn run<T: Elem, O: Op<T>>(
     plan: &Plan,
     geo: Geometry,
     bufs: &mut Buffers<T>,
     phases: &[u64],
+    nodes: Option<&Nodes>,
     mut between: impl FnMut(usize, &[&[T]]),
 ) -> Result<PhaseTimes, ExecError> {
     let n = plan.nranks;
@@ -1069,27 +1165,8 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
         })
         .collect();
     let ntbs = plan.tbs.len();
-    let weights: Vec<u64> = plan
-        .tbs
-        .iter()
-        .map(|tb| {
-            tb.steps
-                .iter()
-                .map(|s| s.cnt.max(1) as u64)
-                .sum::<u64>()
-                .max(1)
-        })
-        .collect();
     let nworkers = geo.workers.clamp(1, ntbs.max(1));
-    let order = placement_order(plan);
-    let cut = partition(
-        &order.iter().map(|&t| weights[t]).collect::<Vec<_>>(),
-        nworkers,
-    );
-    let mut owner = vec![0; ntbs];
-    for (&t, &w) in order.iter().zip(&cut) {
-        owner[t] = w;
-    }
+    let owner = tb_workers(plan, nworkers);
     let zc = if geo.zero_copy {
         super::plan::zero_copy_sends(plan, geo.inplace)
     } else {
@@ -1147,7 +1224,15 @@ pub(crate) fn run<T: Elem, O: Op<T>>(
             let b = thread::Builder::new()
                 .name(format!("rscc-worker{w}"))
                 .stack_size(256 << 10);
-            match b.spawn_scoped(s, move || sh.worker::<O>(w, tbs, phases)) {
+            let work = move || {
+                // On a machine of several memory nodes, each worker stays
+                // on its node's CPUs, where its ranks' buffers lie.
+                if let Some(nodes) = nodes {
+                    nodes.pin(nodes.node_of_worker(w, nworkers));
+                }
+                sh.worker::<O>(w, tbs, phases)
+            };
+            match b.spawn_scoped(s, work) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
                     spawn_err = Some(format!("cannot start a worker thread: {e}"));

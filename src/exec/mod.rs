@@ -9,9 +9,11 @@ mod cpu;
 pub mod cuda;
 pub mod elem;
 pub mod membw;
+pub mod numa;
 mod plan;
 
 pub use elem::{DType, RedOp};
+pub use numa::Placement;
 
 use crate::ir::{Collective, Program};
 use elem::{Elem, Max, Min, Op, Prod, Sum};
@@ -68,6 +70,9 @@ pub struct RunOptions {
     /// in one pass"); false runs every step alone. The results are the
     /// same bit for bit.
     pub fuse_chains: bool,
+    /// CPU backend: where workers run and buffers lie on a machine of
+    /// several memory nodes (`numa`).
+    pub placement: Placement,
 }
 
 impl Default for RunOptions {
@@ -88,6 +93,7 @@ impl Default for RunOptions {
             inject_fault: None,
             zero_copy: true,
             fuse_chains: true,
+            placement: Placement::Auto,
         }
     }
 }
@@ -373,7 +379,21 @@ fn run_typed<T: Elem, O: Op<T>>(
     if max_chunk.saturating_mul(plan.c).saturating_mul(esz) > (1usize << 40) {
         return Err(ExecError::Size("sizes above 1 TiB per rank".into()));
     }
-    let mut bufs = cpu::Buffers::<T>::new(plan, max_chunk)?;
+    let workers_for = |chunk: usize| match opts.workers {
+        0 => cpu::auto_workers(cores(), (n + 1) * chunk * plan.c * esz).min(plan.tbs.len().max(1)),
+        w => w.min(plan.tbs.len().max(1)),
+    };
+    // Each rank's buffers on the node of the worker that runs most of its
+    // steps at the largest size, where its bandwidth counts.
+    let nodes = opts.placement.nodes();
+    let rank_node = nodes.as_ref().map(|nodes| {
+        let w = workers_for(max_chunk);
+        let rank: Vec<usize> = plan.tbs.iter().map(|t| t.rank).collect();
+        let weights = cpu::tb_weights(plan);
+        numa::rank_nodes(nodes, n, &rank, &cpu::tb_workers(plan, w), &weights, w)
+    });
+    let place = nodes.as_ref().zip(rank_node.as_deref());
+    let mut bufs = cpu::Buffers::<T>::new(plan, max_chunk, place)?;
     let mut rows = Vec::new();
     let max_cnt = plan.max_cnt();
     for (req, chunk) in chunks {
@@ -387,10 +407,7 @@ fn run_typed<T: Elem, O: Op<T>>(
             fifo_slots: opts.fifo_slots.max(1),
             inplace,
             stall: opts.stall_timeout,
-            workers: match opts.workers {
-                0 => cpu::auto_workers(cores(), (n + 1) * full * esz).min(plan.tbs.len().max(1)),
-                w => w.min(plan.tbs.len().max(1)),
-            },
+            workers: workers_for(chunk),
             fault: opts.inject_fault,
             zero_copy: opts.zero_copy,
             fuse_chains: opts.fuse_chains,
@@ -404,7 +421,7 @@ fn run_typed<T: Elem, O: Op<T>>(
         let mut checked: Option<(u64, Vec<WrongChunk>)> = None;
         // Sampled while no worker runs: the pool lives inside `cpu::run`.
         let before = bw.as_mut().map(|b| b.sample(BW_PASSES));
-        let times = cpu::run::<T, O>(plan, geo, &mut bufs, &phases, |pi, outs| {
+        let times = cpu::run::<T, O>(plan, geo, &mut bufs, &phases, nodes.as_ref(), |pi, outs| {
             if opts.check && pi == 0 {
                 checked = Some(check_outputs::<T, O>(plan.coll, outs, n, plan.c, chunk));
             }
