@@ -400,3 +400,62 @@ fn synth_json_lists_the_files_and_the_table_and_v_adds_the_reasons() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Where no ring fits the runtime's limits, `auto` chooses among the
+/// other synthesizers instead of refusing the request: on 2 × DGX-A100
+/// with 64 chunks per shard a ring needs a channel per chunk, where MSCCL
+/// has 32, and `hier` fits. Where nothing fits, the refusal lists every
+/// synthesizer's reason (exit 2).
+#[test]
+fn auto_chooses_without_a_ring_and_refuses_only_when_nothing_fits() {
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("rscc-no-ring");
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    let topo = d.join("a2.json");
+    let (code, _, err) = common::rscc(&[
+        "topo",
+        "generate",
+        "dgx-a100",
+        "--hosts",
+        "2",
+        "-o",
+        topo.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let t = topo.to_str().unwrap();
+    let ring = ["synth", "--topo", t, "--chunks", "64"];
+    let out = d.join("ring.xml");
+    let (code, _, err) =
+        common::rscc(&[&ring[..], &["--algo", "ring", "-o", out.to_str().unwrap()]].concat());
+    assert_eq!(code, 2, "the ring must not fit: {err}");
+    let dir = format!("{}/", d.join("auto").display());
+    let (code, out, err) = common::rscc(&[&ring[..], &["-o", &dir, "-v"]].concat());
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("--algo ring --chunks 64"), "{err}");
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(!files.is_empty());
+    for f in &files {
+        let p = rscc::front::msccl_xml::load(f).unwrap();
+        assert!(!p.name.contains("ring"), "{}", p.name);
+        let (code, _, err) = common::rscc(&["verify", f.to_str().unwrap(), "--topo", t]);
+        assert_eq!(code, 0, "{}: {err}", f.display());
+    }
+    // The × ring column is empty: there is no ring to compare with.
+    let table = format!("{out}{err}");
+    assert!(
+        table.lines().any(|l| l.trim_end().ends_with(" -")),
+        "{table}"
+    );
+    let (code, _, err) = common::rscc(&[&ring[..], &["--max-tbs", "1", "-o", &dir]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no synthesizer has a schedule for every size")
+            && err.contains("--algo ring --chunks 64")
+            && err.contains("hier:"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}

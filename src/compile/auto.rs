@@ -1,7 +1,7 @@
 //! `--algo auto`: compile every registered synthesizer that `auto`
 //! scores, simulate each candidate at every size, and choose per size
-//! band. The ring is always a candidate, so the choice is never slower
-//! than the ring at any scored size.
+//! band. The ring is a candidate wherever it fits the runtime's limits,
+//! so the choice is then never slower than the ring at any scored size.
 
 use super::target::MadeHalves as Halves;
 use super::{
@@ -80,8 +80,9 @@ pub struct Selection {
 pub type Progress<'a> = &'a (dyn Fn(usize, usize, &str) + Sync);
 
 /// Compile every applicable algorithm, simulate each at every size, and
-/// choose per size. The ring is always a candidate, so the choice is never
-/// slower than the ring at any scored size.
+/// choose per size. The ring is a candidate wherever it fits the runtime's
+/// limits, so the choice is then never slower than the ring at any scored
+/// size.
 pub fn auto(
     topo: &Topology,
     opts: &CompileOptions,
@@ -364,12 +365,10 @@ fn candidates(
         let mut lanes_in_turn: Vec<bool> = Vec::new();
         let offer = match syn.offer(&ctx) {
             Ok(o) => o,
-            // The ring is the baseline: it must serve every request.
-            Err(e) if a != Algo::Ring => {
+            Err(e) => {
                 skipped.push(e.to_string());
                 continue;
             }
-            Err(e) => return Err(e.into()),
         };
         let Offer {
             candidates: cands,
@@ -405,7 +404,10 @@ fn candidates(
                 found.extend(y.extras);
                 lanes_in_turn.resize(found.len(), false);
             }
-            Err(e) if e.is_request() && a != Algo::Ring => skipped.push(e.to_string()),
+            // The ring too: where no ring fits the runtime's limits (1024
+            // ranks on RCCL, whose threadblocks hold at most 64 steps), the
+            // other candidates are all there is.
+            Err(e) if e.is_request() => skipped.push(e.to_string()),
             Err(e) => return Err(e),
         }
         for r in beside {
@@ -614,6 +616,14 @@ fn candidates(
                 None => candidates.push(c),
             }
         }
+    }
+    // Small-message schedules serve only up to their limit: some
+    // candidate must serve every size.
+    if !candidates.iter().any(|c| c.max_size.is_none()) {
+        return Err(CompileError::Request(format!(
+            "no synthesizer has a schedule for every size that fits the runtime's limits: {}",
+            skipped.join("; ")
+        )));
     }
     let halves = t.made_halves();
     let scores = std::mem::take(&mut *t.scores().lock().unwrap_or_else(|e| e.into_inner()));
@@ -1307,7 +1317,7 @@ fn choose(
             (0..candidates.len()).filter(|&c| candidates[c].max_size.is_none()),
             |c| times_us[c][last],
         )
-        .expect("the ring runs at every size");
+        .expect("`candidates` keeps one that runs at every size");
         bands.push(Band {
             min_bytes: m,
             max_bytes: None,
