@@ -525,3 +525,67 @@ fn gap_tuned_for_medium_messages_serves_1_mib() {
         );
     }
 }
+
+/// Several hosts that each split the same way (sockets, PCIe switches,
+/// hives) give `hier` those groups too (`hier::sub_host_groups`, offered
+/// beside the hosts): on two OCI A100 hosts (PCIe only in the dump) the
+/// star over sockets keeps each aggregation inside a socket, where over
+/// whole hosts half of every GPU's contributions cross the inter-socket
+/// link, and is faster at 1 GiB (docs/algorithms.md "Hierarchical",
+/// sub-host groups). Hosts without such a split (NVSwitch) and single
+/// hosts have none.
+#[test]
+fn replicated_hosts_split_into_the_same_groups_for_hier() {
+    use rscc::ir::Spec;
+    use rscc::lower::{lower, LowerOptions};
+    use rscc::sim::{simulate, SimOptions};
+    use rscc::synth::hier::{groups, hier_tree, sub_host_groups};
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rscc-sub-host");
+    std::fs::create_dir_all(&dir).unwrap();
+    let two = |f: &str| {
+        let out = dir.join(format!("{}.json", f.replace('/', "_")));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rscc"))
+            .args(["topo", "import", "--hosts", "2", "-o"])
+            .arg(&out)
+            .arg(Path::new("tests/data/real").join(f))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        rscc::front::load_topology(&out).unwrap()
+    };
+    let p4d = two("nccl-xml/aws-ofi-nccl_p4d-24xl-topo.xml");
+    let sockets: Vec<Vec<usize>> = (0..4).map(|g| (4 * g..4 * g + 4).collect()).collect();
+    assert_eq!(sub_host_groups(&p4d), Some(sockets));
+    assert_eq!(
+        groups(&p4d).map(|g| g.len()),
+        Some(2),
+        "hier's groups stay the hosts"
+    );
+    let one = rscc::front::load_topology(Path::new(
+        "tests/data/real/nccl-xml/aws-ofi-nccl_p4d-24xl-topo.xml",
+    ))
+    .unwrap();
+    assert_eq!(sub_host_groups(&one), None);
+    let nvswitch = rscc::front::generate::generate(
+        "dgx-h100",
+        &rscc::front::generate::GenParams {
+            hosts: Some(2),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(sub_host_groups(&nvswitch), None);
+    let oci = two("nccl-xml/oci-hpc_BM.GPU4.8-A100_topo-flattened.xml");
+    let time = |hs: &[Vec<usize>]| {
+        let a = hier_tree(Spec::reduce_scatter(16, 1), hs, 0, hs.len(), 1);
+        let p = lower(&a, &LowerOptions::default()).unwrap();
+        simulate(&p, &oci, 1 << 30, &SimOptions::default())
+            .unwrap()
+            .time_us
+    };
+    let (sub, hosts) = (
+        time(&sub_host_groups(&oci).expect("sockets")),
+        time(&groups(&oci).unwrap()),
+    );
+    assert!(sub * 1.05 < hosts, "sockets {sub} µs, hosts {hosts} µs");
+}

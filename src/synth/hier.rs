@@ -43,149 +43,166 @@ impl Synthesizer for Hier {
                 ),
             )
         })?;
-        let spec = Spec::reduce_scatter(ctx.ranks(), ctx.opts.chunks.unwrap_or(1));
-        // The star first, then deeper trees: the driver emits the first
-        // that fits the runtime's limits (a star over H hosts needs H − 1
-        // rail peers). Fewest relays first for a reduction, not for a
-        // broadcast (`rail_radices`), and not with one GPU per host, where
-        // the butterfly below (`hier_pat`) is as fast at every size on
-        // fewer threadblocks than the larger radices.
-        let fewest = ctx.op != Collective::AllGather && hs[0].len() >= 2;
-        let radices = rail_radices(hs.len(), fewest);
-        let candidates = radices
-            .iter()
-            .map(|&f| {
-                let hs = hs.clone();
-                Box::new(move || hier_tree(spec, &hs, 0, f, 1)) as super::Candidate
-            })
-            .collect();
-        // Small messages: the same trees with each host-mate connection's
-        // messages spread over SPREAD channels, shallowest tree first, so
-        // that their α rounds overlap; they cost threadblocks and
-        // large-message pipelining, so `auto` scores them beside the
-        // main schedule and keeps each where it wins.
-        let small = radices
-            .iter()
-            .map(|&f| {
-                let hs = hs.clone();
-                Box::new(move || hier_tree(spec, &hs, 0, f, SPREAD)) as super::Candidate
-            })
-            .collect();
-        // Three channels pay where the star fits them (few hosts: each
-        // connection's α rounds go side by side three ways); deeper trees
-        // at three channels lose to the two-channel ones (docs/algorithms.md
-        // "Hierarchical"), so only the star is offered.
-        let star = Box::new({
+        let mut offer = offer_over(ctx, hs);
+        // On hosts that split into sockets, switches or hives, the same
+        // schedules over those groups too: `auto` keeps each where it wins
+        // (2 × the OCI A100 dump at 1 GiB: 93.0 → 99.4 % of the bound;
+        // docs/algorithms.md "Hierarchical", sub-host groups).
+        if let Some(sub) = sub_host_groups(topo) {
+            let s = offer_over(ctx, sub);
+            offer.more.push(s.candidates);
+            offer.more.push(s.small);
+            offer.more.extend(s.more);
+        }
+        Ok(offer)
+    }
+}
+
+/// `hier`'s schedules over the groups `hs` (hosts, or the groups that
+/// stand for them).
+fn offer_over(ctx: &Context, hs: Vec<Vec<usize>>) -> Offer {
+    let topo = ctx.topo;
+    let spec = Spec::reduce_scatter(ctx.ranks(), ctx.opts.chunks.unwrap_or(1));
+    // The star first, then deeper trees: the driver emits the first
+    // that fits the runtime's limits (a star over H hosts needs H − 1
+    // rail peers). Fewest relays first for a reduction, not for a
+    // broadcast (`rail_radices`), and not with one GPU per host, where
+    // the butterfly below (`hier_pat`) is as fast at every size on
+    // fewer threadblocks than the larger radices.
+    let fewest = ctx.op != Collective::AllGather && hs[0].len() >= 2;
+    let radices = rail_radices(hs.len(), fewest);
+    let candidates = radices
+        .iter()
+        .map(|&f| {
             let hs = hs.clone();
-            let f = radices[0];
-            move || hier_tree(spec, &hs, 0, f, SPREAD + 1)
-        }) as super::Candidate;
-        // Rails first: a butterfly over the hosts on every rail, whose
-        // messages each carry many shards, then one host-mate hop; the
-        // fewest α rounds at scale (docs/algorithms.md "Hierarchical").
-        let pat = pat_radices(hs.len())
-            .into_iter()
-            .map(|radices| {
-                let hs = hs.clone();
-                Box::new(move || hier_pat(spec, &hs, &radices)) as super::Candidate
-            })
-            .collect();
-        // Rail aggregation by blocks of consecutive shards: few host-mate
-        // messages per tile where the per-shard trees send one per host.
-        let blocks = Box::new({
+            Box::new(move || hier_tree(spec, &hs, 0, f, 1)) as super::Candidate
+        })
+        .collect();
+    // Small messages: the same trees with each host-mate connection's
+    // messages spread over SPREAD channels, shallowest tree first, so
+    // that their α rounds overlap; they cost threadblocks and
+    // large-message pipelining, so `auto` scores them beside the
+    // main schedule and keeps each where it wins.
+    let small = radices
+        .iter()
+        .map(|&f| {
             let hs = hs.clone();
-            move || hier_blocks(spec, &hs)
-        }) as super::Candidate;
-        // Rail lanes: 2, 3, 4 and 8 chunks per shard, each chunk its own
-        // step and rail lane, so the NICs start after one chunk of
-        // intra-host traffic (medium and large sizes on few hosts; with 8,
-        // 4 × DGX-A100's reduce-scatter at 16 and 256 MiB runs at 97.7 and
-        // 97.6 % of the bound, against 95.6 and 95.4 with 4). Up to
-        // LANES_MAX_HOSTS hosts: beyond, they gain under a point at 1 GiB
-        // and lowering 2–3 × the steps doubles synthesis (docs/algorithms.md
-        // "Hierarchical", rail lanes).
-        let mut more = vec![vec![star], pat, vec![blocks]];
-        if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
-            // Eight for an allreduce only up to AR_LANES8_MAX_HOSTS hosts:
-            // beyond, its halves change no cell of 8 × DGX-H100 or 16 ×
-            // DGX-A100 and the halves and pairs they add to score take
-            // 8 × DGX-H100's allreduce from 16.3–16.8 to 22.5–25.1 s.
-            let eight = ctx.op != Collective::AllReduce || hs.len() <= AR_LANES8_MAX_HOSTS;
-            let lanes: &[usize] = if eight { &[2, 3, 4, 8] } else { &[2, 3, 4] };
-            // The owner's own host in one message per host-mate
-            // (`hier_tree_lanes`).
-            let whole = !ctx.local_passes && ctx.op != Collective::AllReduce;
-            let loads = RailLoads::new(topo, &hs);
-            for &chunks in lanes {
-                // Each lane count as it is and, where the positions' rail
-                // routes share links unevenly, with its chunks aggregated
-                // where the rails balance (`RailLoads`).
-                let balanced = loads
-                    .as_ref()
-                    .and_then(|l| l.balance(chunks))
-                    .map(std::sync::Arc::new);
-                for agg in [None].into_iter().chain(balanced.map(Some)) {
-                    more.push(
-                        radices
-                            .iter()
-                            .map(|&f| {
-                                let (hs, agg) = (hs.clone(), agg.clone());
-                                let spec = Spec::reduce_scatter(spec.ranks, chunks);
-                                Box::new(move || {
-                                    hier_tree_lanes(
-                                        spec,
-                                        &hs,
-                                        f,
-                                        whole,
-                                        agg.as_deref().map(Vec::as_slice),
-                                    )
-                                }) as super::Candidate
-                            })
-                            .collect(),
-                    );
-                }
-            }
-            // `make`'s schedule of `chunks` chunks per shard, per rail radix.
-            let per_radix =
-                |chunks: usize, make: fn(Spec, &[Vec<usize>], usize, bool) -> Algorithm| {
+            Box::new(move || hier_tree(spec, &hs, 0, f, SPREAD)) as super::Candidate
+        })
+        .collect();
+    // Three channels pay where the star fits them (few hosts: each
+    // connection's α rounds go side by side three ways); deeper trees
+    // at three channels lose to the two-channel ones (docs/algorithms.md
+    // "Hierarchical"), so only the star is offered.
+    let star = Box::new({
+        let hs = hs.clone();
+        let f = radices[0];
+        move || hier_tree(spec, &hs, 0, f, SPREAD + 1)
+    }) as super::Candidate;
+    // Rails first: a butterfly over the hosts on every rail, whose
+    // messages each carry many shards, then one host-mate hop; the
+    // fewest α rounds at scale (docs/algorithms.md "Hierarchical").
+    let pat = pat_radices(hs.len())
+        .into_iter()
+        .map(|radices| {
+            let hs = hs.clone();
+            Box::new(move || hier_pat(spec, &hs, &radices)) as super::Candidate
+        })
+        .collect();
+    // Rail aggregation by blocks of consecutive shards: few host-mate
+    // messages per tile where the per-shard trees send one per host.
+    let blocks = Box::new({
+        let hs = hs.clone();
+        move || hier_blocks(spec, &hs)
+    }) as super::Candidate;
+    // Rail lanes: 2, 3, 4 and 8 chunks per shard, each chunk its own
+    // step and rail lane, so the NICs start after one chunk of
+    // intra-host traffic (medium and large sizes on few hosts; with 8,
+    // 4 × DGX-A100's reduce-scatter at 16 and 256 MiB runs at 97.7 and
+    // 97.6 % of the bound, against 95.6 and 95.4 with 4). Up to
+    // LANES_MAX_HOSTS hosts: beyond, they gain under a point at 1 GiB
+    // and lowering 2–3 × the steps doubles synthesis (docs/algorithms.md
+    // "Hierarchical", rail lanes).
+    let mut more = vec![vec![star], pat, vec![blocks]];
+    if ctx.opts.chunks.is_none() && hs.len() <= LANES_MAX_HOSTS {
+        // Eight for an allreduce only up to AR_LANES8_MAX_HOSTS hosts:
+        // beyond, its halves change no cell of 8 × DGX-H100 or 16 ×
+        // DGX-A100 and the halves and pairs they add to score take
+        // 8 × DGX-H100's allreduce from 16.3–16.8 to 22.5–25.1 s.
+        let eight = ctx.op != Collective::AllReduce || hs.len() <= AR_LANES8_MAX_HOSTS;
+        let lanes: &[usize] = if eight { &[2, 3, 4, 8] } else { &[2, 3, 4] };
+        // The owner's own host in one message per host-mate
+        // (`hier_tree_lanes`).
+        let whole = !ctx.local_passes && ctx.op != Collective::AllReduce;
+        let loads = RailLoads::new(topo, &hs);
+        for &chunks in lanes {
+            // Each lane count as it is and, where the positions' rail
+            // routes share links unevenly, with its chunks aggregated
+            // where the rails balance (`RailLoads`).
+            let balanced = loads
+                .as_ref()
+                .and_then(|l| l.balance(chunks))
+                .map(std::sync::Arc::new);
+            for agg in [None].into_iter().chain(balanced.map(Some)) {
+                more.push(
                     radices
                         .iter()
                         .map(|&f| {
-                            let hs = hs.clone();
+                            let (hs, agg) = (hs.clone(), agg.clone());
                             let spec = Spec::reduce_scatter(spec.ranks, chunks);
-                            Box::new(move || make(spec, &hs, f, whole)) as super::Candidate
+                            Box::new(move || {
+                                hier_tree_lanes(
+                                    spec,
+                                    &hs,
+                                    f,
+                                    whole,
+                                    agg.as_deref().map(Vec::as_slice),
+                                )
+                            }) as super::Candidate
                         })
-                        .collect::<Vec<_>>()
-                };
-            // Eight chunks in lanes of doubling size (`hier_tree_graded`),
-            // for a reduce-scatter and an allgather (whose dual ends on
-            // the small lanes); an allreduce's pairs would simulate every
-            // pair of them at every size.
-            if ctx.op != Collective::AllReduce {
-                more.push(per_radix(8, hier_tree_graded));
-            }
-            // An allgather's paced lanes (`hier_tree_paced`) of 8, 16 and
-            // 32 chunks: its host forwards each lane while the next one
-            // arrives, where the doubling lanes leave it a growing
-            // backlog, and the more chunks, the smaller the last lane it
-            // forwards after the NICs are done (4 × DGX-A100 at 1 GiB:
-            // 96.2 → 98.7 % of the bound). Doubling lanes of 16 and 32
-            // chunks beside them win no cell by more than 0.34 points and
-            // cost a tenth of the allgather's synthesis; a reduce-scatter's
-            // first lane only delays the NICs' start, which eight chunks
-            // already make short.
-            if ctx.op == Collective::AllGather {
-                for chunks in [8, 16, 32] {
-                    more.push(per_radix(chunks, hier_tree_paced));
-                }
+                        .collect(),
+                );
             }
         }
-        Ok(Offer {
-            candidates,
-            small,
-            more,
-            ..Offer::default()
-        })
+        // `make`'s schedule of `chunks` chunks per shard, per rail radix.
+        let per_radix = |chunks: usize, make: fn(Spec, &[Vec<usize>], usize, bool) -> Algorithm| {
+            radices
+                .iter()
+                .map(|&f| {
+                    let hs = hs.clone();
+                    let spec = Spec::reduce_scatter(spec.ranks, chunks);
+                    Box::new(move || make(spec, &hs, f, whole)) as super::Candidate
+                })
+                .collect::<Vec<_>>()
+        };
+        // Eight chunks in lanes of doubling size (`hier_tree_graded`),
+        // for a reduce-scatter and an allgather (whose dual ends on
+        // the small lanes); an allreduce's pairs would simulate every
+        // pair of them at every size.
+        if ctx.op != Collective::AllReduce {
+            more.push(per_radix(8, hier_tree_graded));
+        }
+        // An allgather's paced lanes (`hier_tree_paced`) of 8, 16 and
+        // 32 chunks: its host forwards each lane while the next one
+        // arrives, where the doubling lanes leave it a growing
+        // backlog, and the more chunks, the smaller the last lane it
+        // forwards after the NICs are done (4 × DGX-A100 at 1 GiB:
+        // 96.2 → 98.7 % of the bound). Doubling lanes of 16 and 32
+        // chunks beside them win no cell by more than 0.34 points and
+        // cost a tenth of the allgather's synthesis; a reduce-scatter's
+        // first lane only delays the NICs' start, which eight chunks
+        // already make short.
+        if ctx.op == Collective::AllGather {
+            for chunks in [8, 16, 32] {
+                more.push(per_radix(chunks, hier_tree_paced));
+            }
+        }
+    }
+    Offer {
+        candidates,
+        small,
+        more,
+        ..Offer::default()
     }
 }
 
@@ -233,6 +250,65 @@ pub fn groups(topo: &Topology) -> Option<Vec<Vec<usize>>> {
         let a = |x: usize, y: usize| routes[x][y].as_ref().map_or(f64::INFINITY, |r| r.alpha_us);
         a(u, v).max(a(v, u))
     };
+    split_by_alpha(n, alpha)
+}
+
+/// On several identical hosts, each host split as [`groups`] splits one
+/// host (its sockets, PCIe switches or hives, found on the first host's
+/// routes between its own GPUs), every host the same way by local index:
+/// groups of host 0 first, then host 1's, and so on. None on one host, or
+/// where a host has no such split. `hier` over these groups keeps each
+/// aggregation inside a socket or hive, where over whole hosts it sends
+/// every contribution across the slower inter-socket link or switch
+/// uplinks (docs/algorithms.md "Hierarchical", sub-host groups).
+pub fn sub_host_groups(topo: &Topology) -> Option<Vec<Vec<usize>>> {
+    if topo.num_hosts() < 2 {
+        return None;
+    }
+    let hs = hosts(topo)?;
+    if !(4..=GROUPS_MAX_RANKS).contains(&hs[0].len()) {
+        return None;
+    }
+    // Each host's routes between its own GPUs only (one route tree per
+    // GPU; all pairs of a 1024-GPU fabric would be a million routes).
+    let split_of = |h: &[usize]| {
+        let alphas: Vec<Vec<f64>> = h
+            .iter()
+            .map(|&s| {
+                let tree = topo.route_tree(s);
+                h.iter()
+                    .map(|&d| {
+                        (d != s)
+                            .then(|| topo.route_from_tree(s, d, &tree))
+                            .flatten()
+                            .map_or(f64::INFINITY, |r| r.alpha_us)
+                    })
+                    .collect()
+            })
+            .collect();
+        split_by_alpha(h.len(), |u, v| alphas[u][v].max(alphas[v][u]))
+    };
+    let split = split_of(&hs[0])?;
+    // Every host must split the same way by local index.
+    if hs[1..].iter().any(|h| split_of(h).as_ref() != Some(&split)) {
+        return None;
+    }
+    Some(
+        hs.iter()
+            .flat_map(|h| {
+                split
+                    .iter()
+                    .map(|g| g.iter().map(|&i| h[i]).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            })
+            .collect(),
+    )
+}
+
+/// The coarsest split of `n` GPUs into ≥ 2 groups of the same size
+/// (≥ 2) whose members reach each other at a lower α (`alpha`, symmetric)
+/// than they reach the rest, as positions in `0..n`.
+fn split_by_alpha(n: usize, alpha: impl Fn(usize, usize) -> f64) -> Option<Vec<Vec<usize>>> {
     let mut levels: Vec<f64> = (0..n)
         .flat_map(|u| (u + 1..n).map(move |v| (u, v)))
         .map(|(u, v)| alpha(u, v))
